@@ -1,0 +1,1 @@
+"""tilecost.features"""
