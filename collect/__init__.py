@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["bind", "matmul", "problem_of"]
+__all__ = ["BoundMatmul", "KernelInfo", "bind", "matmul", "problem_of"]
 
 
 def __getattr__(name: str) -> Any:

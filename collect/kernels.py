@@ -36,15 +36,11 @@ import triton.language as tl
 from tilecost.config import KernelVariant, TileConfig
 
 __all__ = [
-    "REDUCE_BLOCK",
     "matmul_ptr_kernel",
     "matmul_tma_kernel",
     "splitk_reduce_kernel",
     "to_triton_config",
 ]
-
-REDUCE_BLOCK = 1024
-
 
 @triton.jit
 def _tile_coords(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):

@@ -12,17 +12,20 @@ callable that only launches, which is what the timer calls.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.errors import UnsupportedError
 from tilecost.problem import DType, Layout, Problem
 from tilecost.space import tma_aligned
 
+REDUCE_BLOCK = 1024  # elements per block of the split-K reduction
+
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["bind", "matmul", "problem_of", "torch_dtype"]
+__all__ = ["BoundMatmul", "KernelInfo", "bind", "matmul", "problem_of", "torch_dtype"]
 
 # int32 offsets inside the kernels: every operand and the split-K workspace must index below 2**31.
 _MAX_ELEMENTS = 2**31 - 1
@@ -74,81 +77,129 @@ def problem_of(a: torch.Tensor, b: torch.Tensor) -> Problem:
     return Problem(m, n, k, _tilecost_dtype(a.dtype), layout)
 
 
-def bind(a: torch.Tensor, b: torch.Tensor, config: TileConfig, out: torch.Tensor | None = None) -> Callable[[], torch.Tensor]:
+@dataclass(frozen=True, slots=True)
+class KernelInfo:
+    """What the compiler reports for the main kernel of one configuration."""
+
+    registers: int | None  # per thread (None under Triton's interpreter)
+    spills: int | None  # registers spilled to local memory, per thread
+    smem_bytes: int | None  # shared memory per block
+
+
+class BoundMatmul:
+    """``a @ b`` bound to one configuration: operands checked and outputs allocated once.
+
+    Calling it launches the kernel (and the split-K reduction) and returns C; :meth:`compile`
+    compiles (or loads from Triton's cache) without launching and reports registers, spills and
+    shared memory.
+    """
+
+    def __init__(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        config: TileConfig,
+        out: torch.Tensor | None = None,
+        workspace: torch.Tensor | None = None,
+    ):
+        import torch
+        import triton
+
+        from tilecost.collect.kernels import kernel_for, splitk_reduce_kernel
+
+        problem = problem_of(a, b)
+        m, n, k = problem.m, problem.n, problem.k
+        out_dtype = torch.bfloat16 if problem.dtype is DType.FP8 else a.dtype
+        if out is None:
+            out = torch.empty((m, n), dtype=out_dtype, device=a.device)
+        elif tuple(out.shape) != (m, n) or out.dtype != out_dtype or not out.is_contiguous():
+            raise ValueError(
+                f"out must be a contiguous {m}×{n} {out_dtype} tensor, got {tuple(out.shape)} {out.dtype}"
+            )
+        largest = max(m * k, k * n, m * n * config.split_k)
+        if largest > _MAX_ELEMENTS:
+            raise UnsupportedError(f"{problem}: an operand or workspace of {largest} elements exceeds 2**31 - 1")
+        if config.variant is KernelVariant.TMA and not tma_aligned(problem):
+            raise UnsupportedError(f"{problem}: tensor descriptors need 16-byte aligned row strides ({config.key})")
+
+        self.problem = problem
+        self.config = config
+        self.out = out
+        split = config.split_k
+        if split == 1:
+            self._ws = out
+        elif workspace is None:
+            self._ws = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
+        elif workspace.dtype != torch.float32 or workspace.numel() < split * m * n or not workspace.is_contiguous():
+            raise ValueError(f"workspace must be a contiguous float32 tensor of at least {split * m * n} elements")
+        else:
+            self._ws = workspace.view(-1)[: split * m * n].view(split, m, n)
+        self._kernel = kernel_for(config.variant)
+        self._grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), split)
+        self._meta: dict[str, object] = dict(
+            BLOCK_M=config.block_m,
+            BLOCK_N=config.block_n,
+            BLOCK_K=config.block_k,
+            GROUP_M=config.group_m,
+            SPLIT_K=split,
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )
+        if config.variant is KernelVariant.TMA:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            b_is_nk = problem.layout is Layout.NT
+            b_stored = b.T if b_is_nk else b  # the row-major tensor B is stored as
+            b_block = [config.block_n, config.block_k] if b_is_nk else [config.block_k, config.block_n]
+            self._args: tuple[object, ...] = (
+                TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
+                TensorDescriptor.from_tensor(b_stored, b_block),
+                TensorDescriptor.from_tensor(out, [config.block_m, config.block_n]),
+                self._ws, m, n, k,
+            )  # fmt: skip
+            self._meta["B_IS_NK"] = b_is_nk
+        else:
+            self._args = (
+                a, b, out, self._ws, m, n, k,
+                a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+            )  # fmt: skip
+        self._reduce = splitk_reduce_kernel[(triton.cdiv(m * n, REDUCE_BLOCK),)]
+
+    def __call__(self) -> torch.Tensor:
+        self._kernel[self._grid](*self._args, **self._meta)
+        split = self.config.split_k
+        if split > 1:
+            self._reduce(self._ws, self.out, self.problem.m * self.problem.n, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4)
+        return self.out
+
+    def compile(self) -> KernelInfo:
+        """Compile the main kernel (or load it from the cache) without launching it.
+
+        Raises Triton's ``OutOfResources`` when the kernel needs more shared memory or threads than
+        the device has, and its ``CompilationError`` family when the compiler refuses it.
+        """
+        compiled = self._kernel.warmup(*self._args, grid=self._grid, **self._meta)
+        if compiled is None:  # Triton's interpreter: nothing is compiled, nothing to report
+            return KernelInfo(None, None, None)
+        compiled._init_handles()
+        return KernelInfo(int(compiled.n_regs), int(compiled.n_spills), int(compiled.metadata.shared))
+
+
+def bind(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    config: TileConfig,
+    out: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+) -> BoundMatmul:
     """Check the operands once and return a callable that launches ``a @ b`` with ``config``.
 
     Raises ``ValueError``/``TypeError`` for malformed operands and ``UnsupportedError`` for a
     configuration this problem cannot use (a descriptor kernel on unaligned strides, a problem too
-    large for 32-bit offsets).
+    large for 32-bit offsets). ``out`` and the split-K ``workspace`` may be shared between bound
+    configurations of one problem that never run at the same time (the sweep does).
     """
-    import torch
-    import triton
-
-    from tilecost.collect.kernels import REDUCE_BLOCK, matmul_ptr_kernel, matmul_tma_kernel, splitk_reduce_kernel
-
-    problem = problem_of(a, b)
-    m, n, k = problem.m, problem.n, problem.k
-    out_dtype = torch.bfloat16 if problem.dtype is DType.FP8 else a.dtype
-    if out is None:
-        out = torch.empty((m, n), dtype=out_dtype, device=a.device)
-    elif out.shape != (m, n) or out.dtype != out_dtype or not out.is_contiguous():
-        raise ValueError(f"out must be a contiguous {m}×{n} {out_dtype} tensor, got {tuple(out.shape)} {out.dtype}")
-    largest = max(m * k, k * n, m * n * max(1, config.split_k))
-    if largest > _MAX_ELEMENTS:
-        raise UnsupportedError(f"{problem}: an operand or workspace of {largest} elements exceeds 2**31 - 1")
-    if config.variant is KernelVariant.TMA and not tma_aligned(problem):
-        raise UnsupportedError(f"{problem}: tensor descriptors need 16-byte aligned row strides ({config.key})")
-
-    split = config.split_k
-    ws = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else out
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), split)
-    meta = dict(
-        BLOCK_M=config.block_m,
-        BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k,
-        GROUP_M=config.group_m,
-        SPLIT_K=split,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
-    )
-
-    if config.variant is KernelVariant.TMA:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        b_is_nk = problem.layout is Layout.NT
-        b_mat = b.T if b_is_nk else b  # the row-major tensor B is stored as
-        a_desc = TensorDescriptor.from_tensor(a, [config.block_m, config.block_k])
-        b_block = [config.block_n, config.block_k] if b_is_nk else [config.block_k, config.block_n]
-        b_desc = TensorDescriptor.from_tensor(b_mat, b_block)
-        c_desc = TensorDescriptor.from_tensor(out, [config.block_m, config.block_n])
-
-        def launch_main() -> None:
-            matmul_tma_kernel[grid](a_desc, b_desc, c_desc, ws, m, n, k, B_IS_NK=b_is_nk, **meta)
-
-    else:
-
-        def launch_main() -> None:
-            matmul_ptr_kernel[grid](
-                a, b, out, ws, m, n, k,
-                a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-                **meta,
-            )  # fmt: skip
-
-    if split == 1:
-
-        def run() -> torch.Tensor:
-            launch_main()
-            return out
-
-    else:
-        reduce_grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
-
-        def run() -> torch.Tensor:
-            launch_main()
-            splitk_reduce_kernel[reduce_grid](ws, out, m * n, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4)
-            return out
-
-    return run
+    return BoundMatmul(a, b, config, out, workspace)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, config: TileConfig, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,0 +1,188 @@
+"""The measurement protocol: how the candidates of one problem are timed (pure logic, no GPU).
+
+The seed names three things a measurement must control; this is how each is handled.
+
+* **Clock.** Candidates of a problem are interleaved: every round times every surviving candidate
+  once, in a fresh seeded order, so heat, power capping and clock drift spread evenly over them
+  instead of landing on whichever ran last (FACTS.md: one 8192³ config drifted from 1574 to 2137 µs
+  over five rounds). A short idle pause between rounds lets the board leave its power cap
+  (FACTS.md: a 150 ms pause brought 4096³ spreads from 1-5% to 0.1-0.7%). Telemetry (SM clock,
+  power, temperature, clock-event reasons) is sampled after every round and a candidate measured in
+  a throttled round is marked.
+* **Input data.** Inputs are drawn from a normal distribution (never zeros: FACTS.md saw bf16 run
+  13% faster on zeros) by the caller, fixed per problem.
+* **Launch overhead.** Each launch is timed on the device between two events with the L2 flushed
+  before it (the timer's job); the flush keeps the device busy while the host enqueues the next
+  launch, so host overhead stays out of the interval. Each round repeats a candidate enough times
+  (``target_us_per_round`` of kernel time, within ``min_reps``..``max_reps``) that a single slow
+  launch does not move the median.
+
+Hopeless candidates. A first screening round times each candidate once. A candidate slower than
+``hopeless_factor`` × the screening best cannot be the best, and needs no more repetitions to prove
+it: it stops there, recorded as ``hopeless`` with its screening time as the bound.
+
+The timer is injected (:class:`RoundTimer`), so this logic is tested on CPU with a fake one.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Mapping, Protocol, Sequence, TypeVar
+
+__all__ = ["MeasureProtocol", "RoundTimer", "Telemetry", "Timing", "measure"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """One reading of the device's state (NVML), taken after a round."""
+
+    sm_clock_mhz: float
+    power_w: float
+    temperature_c: float
+    clock_event_reasons: int  # NVML bitmask; 0 means running unconstrained
+
+    # NVML clock-event reasons that mean the clocks were pulled down while the kernels ran:
+    # software power cap 0x4, hardware slowdown 0x8, sync boost 0x10, SW thermal 0x20,
+    # HW thermal 0x40, HW power brake 0x80. Idle (0x1) and app-clock settings (0x2) are not.
+    THROTTLE_MASK = 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.clock_event_reasons & self.THROTTLE_MASK)
+
+
+class RoundTimer(Protocol):
+    """Times one round: for each (key, launch, reps) in order, ``reps`` launches, each on its own.
+
+    Returns the per-launch device times in microseconds, keyed like the input.
+    """
+
+    def run_round(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> dict[Hashable, list[float]]: ...
+
+    def pause(self, seconds: float) -> None: ...
+
+    def telemetry(self) -> Telemetry | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MeasureProtocol:
+    """The knobs of the protocol, recorded with every dataset run."""
+
+    rounds: int = 3
+    target_us_per_round: float = 200.0
+    min_reps: int = 2
+    max_reps: int = 10
+    hopeless_factor: float = 3.0
+    pause_s: float = 0.15
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ValueError(f"rounds={self.rounds} must be >= 1")
+        if not 1 <= self.min_reps <= self.max_reps:
+            raise ValueError(f"min_reps={self.min_reps}, max_reps={self.max_reps}: need 1 <= min_reps <= max_reps")
+        if self.hopeless_factor <= 1.0:
+            raise ValueError(f"hopeless_factor={self.hopeless_factor} must be > 1")
+        if self.target_us_per_round <= 0 or self.pause_s < 0:
+            raise ValueError("target_us_per_round must be > 0 and pause_s >= 0")
+
+    def reps_for(self, estimate_us: float) -> int:
+        """Repetitions per round for a launch of about ``estimate_us``."""
+        wanted = math.ceil(self.target_us_per_round / max(estimate_us, 1e-3))
+        return min(self.max_reps, max(self.min_reps, wanted))
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The measured time of one candidate."""
+
+    median_us: float
+    spread: float  # interquartile range / median of the samples (0 for one sample)
+    reps: int  # timed launches behind the median
+    hopeless: bool  # stopped after screening: ``median_us`` is its single screening time
+    throttled_rounds: int  # rounds it was timed in whose telemetry showed throttling
+    min_sm_clock_mhz: float | None = None
+    max_power_w: float | None = None
+    max_temperature_c: float | None = None
+    samples_us: tuple[float, ...] = field(default=(), repr=False)
+
+
+def _summarise(samples: list[float], hopeless: bool, readings: list[Telemetry]) -> Timing:
+    median = statistics.median(samples)
+    if len(samples) >= 4:
+        q = statistics.quantiles(samples, n=4)
+        spread = (q[2] - q[0]) / median if median > 0 else 0.0
+    else:
+        spread = (max(samples) - min(samples)) / median if median > 0 and len(samples) > 1 else 0.0
+    return Timing(
+        median_us=median,
+        spread=spread,
+        reps=len(samples),
+        hopeless=hopeless,
+        throttled_rounds=sum(r.throttled for r in readings),
+        min_sm_clock_mhz=min((r.sm_clock_mhz for r in readings), default=None),
+        max_power_w=max((r.power_w for r in readings), default=None),
+        max_temperature_c=max((r.temperature_c for r in readings), default=None),
+        samples_us=tuple(samples),
+    )
+
+
+def measure(
+    launchers: Mapping[K, Callable[[], object]],
+    timer: RoundTimer,
+    protocol: MeasureProtocol = MeasureProtocol(),
+    on_round: Callable[[int, int], None] | None = None,
+    exempt: frozenset[K] = frozenset(),
+) -> dict[K, Timing]:
+    """Time every launcher by the protocol; returns one :class:`Timing` per key.
+
+    Keys in ``exempt`` (a baseline such as cuBLAS) are timed in the same rounds but neither set the
+    screening best nor are ever declared hopeless. ``on_round(done, total)`` is called after each
+    round (for progress reporting).
+    """
+    if not launchers:
+        return {}
+    rng = random.Random(protocol.seed)
+    keys = list(launchers)
+    total_rounds = 1 + protocol.rounds
+
+    # Screening: one launch each, in a seeded random order.
+    order = keys[:]
+    rng.shuffle(order)
+    screen = timer.run_round([(k, launchers[k], 1) for k in order])
+    screen_reading = timer.telemetry()
+    if on_round:
+        on_round(1, total_rounds)
+    screen_us = {k: screen[k][0] for k in keys}
+    best = min((t for k, t in screen_us.items() if k not in exempt), default=math.inf)
+    survivors = [k for k in keys if k in exempt or screen_us[k] <= protocol.hopeless_factor * best]
+    reps = {k: protocol.reps_for(screen_us[k]) for k in survivors}
+
+    samples: dict[K, list[float]] = {k: [] for k in survivors}
+    readings: list[Telemetry] = []
+    for r in range(protocol.rounds):
+        timer.pause(protocol.pause_s)
+        order = survivors[:]
+        rng.shuffle(order)
+        got = timer.run_round([(k, launchers[k], reps[k]) for k in order])
+        for k in order:
+            samples[k].extend(got[k])
+        reading = timer.telemetry()
+        if reading is not None:
+            readings.append(reading)
+        if on_round:
+            on_round(2 + r, total_rounds)
+
+    result: dict[K, Timing] = {}
+    screen_readings = [screen_reading] if screen_reading is not None else []
+    for k in keys:
+        if k in samples:
+            result[k] = _summarise(samples[k], hopeless=False, readings=readings)
+        else:
+            result[k] = _summarise([screen_us[k]], hopeless=True, readings=screen_readings)
+    return result

@@ -1,0 +1,126 @@
+"""The measurement protocol's logic, with an injected fake timer (no GPU needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilecost.collect.protocol import MeasureProtocol, Telemetry, measure
+
+
+class FakeTimer:
+    """Returns a fixed time per key (optionally drifting with every launch, like a heating card)
+    and records the order in which keys were timed."""
+
+    def __init__(self, times_us, drift_per_launch=0.0, throttle_reasons=0):
+        self.times_us = times_us
+        self.drift = drift_per_launch
+        self.launches = 0
+        self.rounds: list[list[tuple[str, int]]] = []
+        self.paused = 0.0
+        self.throttle_reasons = throttle_reasons
+        self.calls: dict[str, int] = {}
+
+    def run_round(self, items):
+        self.rounds.append([(k, reps) for k, _, reps in items])
+        out = {}
+        for key, launch, reps in items:
+            samples = []
+            for _ in range(reps):
+                launch()
+                self.calls[key] = self.calls.get(key, 0) + 1
+                samples.append(self.times_us[key] * (1 + self.drift * self.launches))
+                self.launches += 1
+            out[key] = samples
+        return out
+
+    def pause(self, seconds):
+        self.paused += seconds
+
+    def telemetry(self):
+        return Telemetry(1980.0 - 100 * len(self.rounds), 400.0, 60.0, self.throttle_reasons)
+
+
+def _launchers(keys):
+    return {k: (lambda: None) for k in keys}
+
+
+def test_every_candidate_gets_its_own_time_and_the_best_is_found():
+    times = {"a": 10.0, "b": 12.0, "c": 25.0, "d": 11.0}
+    result = measure(_launchers(times), FakeTimer(times), MeasureProtocol(rounds=3, hopeless_factor=2.0))
+    assert {k: r.median_us for k, r in result.items() if not r.hopeless} == {"a": 10.0, "b": 12.0, "d": 11.0}
+    assert min(result, key=lambda k: result[k].median_us) == "a"
+
+
+def test_hopeless_candidates_stop_after_screening_with_their_bound():
+    times = {"fast": 10.0, "slow": 31.0, "ok": 29.0}
+    timer = FakeTimer(times)
+    result = measure(_launchers(times), timer, MeasureProtocol(rounds=3, hopeless_factor=3.0))
+    # 31 > 3 × 10: one screening launch only, recorded as hopeless with its time as the bound.
+    assert result["slow"].hopeless and result["slow"].reps == 1 and result["slow"].median_us == 31.0
+    assert timer.calls["slow"] == 1
+    # 29 <= 30: timed over every round.
+    assert not result["ok"].hopeless and timer.calls["ok"] > 1
+
+
+def test_exempt_baseline_never_sets_the_best_nor_is_hopeless():
+    times = {"cublas": 1.0, "cfg": 10.0, "cfg2": 12.0}
+    result = measure(_launchers(times), FakeTimer(times), MeasureProtocol(hopeless_factor=2.0), exempt=frozenset({"cublas"}))
+    assert not result["cfg"].hopeless and not result["cfg2"].hopeless and not result["cublas"].hopeless
+
+
+def test_rounds_are_interleaved_in_fresh_seeded_orders_with_pauses():
+    times = {f"k{i}": 10.0 + i * 0.01 for i in range(12)}
+    timer = FakeTimer(times)
+    measure(_launchers(times), timer, MeasureProtocol(rounds=3, pause_s=0.15, seed=7))
+    orders = [[k for k, _ in r] for r in timer.rounds]
+    assert len(orders) == 4  # screening + 3 rounds
+    assert all(sorted(o) == sorted(times) for o in orders)
+    assert len({tuple(o) for o in orders}) == 4, "each round must use a new order"
+    assert timer.paused == pytest.approx(0.45)
+    timer2 = FakeTimer(times)
+    measure(_launchers(times), timer2, MeasureProtocol(rounds=3, seed=7))
+    assert timer2.rounds == timer.rounds, "same seed, same orders"
+
+
+def test_interleaving_spreads_drift_evenly():
+    # Identical kernels on a card that slows 0.1% per launch: timed back to back, the last would
+    # look ~40% slower than the first; interleaved, all medians stay within a few percent.
+    times = {f"k{i}": 100.0 for i in range(40)}
+    result = measure(_launchers(times), FakeTimer(times, drift_per_launch=0.001), MeasureProtocol(rounds=5, max_reps=2))
+    medians = [r.median_us for r in result.values()]
+    assert max(medians) / min(medians) < 1.1
+
+
+def test_reps_scale_with_kernel_time():
+    p = MeasureProtocol(target_us_per_round=200.0, min_reps=2, max_reps=10)
+    assert p.reps_for(5.0) == 10  # 200 / 5 = 40, capped at 10
+    assert p.reps_for(50.0) == 4  # 200 / 50 = 4
+    assert p.reps_for(5000.0) == 2  # at least min_reps
+
+
+def test_throttled_rounds_are_counted():
+    times = {"a": 10.0, "b": 11.0}
+    result = measure(_launchers(times), FakeTimer(times, throttle_reasons=0x4), MeasureProtocol(rounds=2))
+    assert result["a"].throttled_rounds == 2
+    assert result["a"].min_sm_clock_mhz == pytest.approx(1980.0 - 300)
+    idle = measure(_launchers(times), FakeTimer(times, throttle_reasons=0x1), MeasureProtocol(rounds=2))
+    assert idle["a"].throttled_rounds == 0  # 0x1 is 'GPU idle', not throttling
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(rounds=0), dict(min_reps=0), dict(min_reps=5, max_reps=4), dict(hopeless_factor=1.0), dict(pause_s=-1)],
+)
+def test_bad_protocol_settings_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        MeasureProtocol(**kwargs)
+
+
+def test_spread_is_interquartile_over_median():
+    class Noisy(FakeTimer):
+        def run_round(self, items):
+            return {k: [8.0, 10.0, 10.0, 12.0] for k, _, _ in items}
+
+    r = measure(_launchers({"a": 1}), Noisy({"a": 1}), MeasureProtocol(rounds=1))["a"]
+    # screening excluded; samples 8,10,10,12: quartiles (n=4, exclusive) 8.5 and 11.5 → IQR 3 / median 10
+    assert r.median_us == 10.0 and r.spread == pytest.approx(0.3)
