@@ -16,5 +16,5 @@ print("smem_per_block_optin", p.shared_memory_per_block_optin, "smem_per_sm", p.
 PY
 nvidia-smi >>"$OUT/device.txt" 2>&1
 cat "$OUT/device.txt" | head -3
-TILECOST_DEVICE=cuda timeout 240 python3 -m pytest -m gpu tests/test_kernels.py -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
-PYTHONUNBUFFERED=1 timeout 420 python3 benchmarks/kernel_quality.py --out "$OUT/kernel_quality.json" 2>&1 | tee "$OUT/kernel_quality.log" | grep -v '^{' 
+TILECOST_DEVICE=cuda timeout 170 python3 -m pytest -m gpu tests/test_kernels.py -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+PYTHONUNBUFFERED=1 timeout 380 python3 benchmarks/kernel_quality.py --out "$OUT/kernel_quality.json" 2>&1 | tee "$OUT/kernel_quality.log" | grep -v '^{' 

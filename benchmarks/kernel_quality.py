@@ -92,6 +92,9 @@ def main() -> int:
         configs = [c for c in subset(p) if compiled[(p.key, c.key)].status.value == "ok"]
         res = run_problem(p, configs, timer, protocol, with_baseline=True)
         timed = [o for o in res.outcomes if o.timing is not None and o.status.value == "ok"]
+        if not timed or res.baseline is None:
+            print(json.dumps({"problem": p.key, "error": "no config timed", "statuses": [o.status.value for o in res.outcomes]}))
+            continue
         best = min(timed, key=lambda o: o.timing.median_us)
         fixed = next((o for o in timed if o.config.key == "ptr-128x128x64-g8-s1-w4-p3"), None)
         statuses: dict[str, int] = {}
