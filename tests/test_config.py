@@ -173,14 +173,6 @@ def test_from_dict_names_every_missing_field() -> None:
         TileConfig.from_dict(data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: TileConfig checks isinstance(value, int), so numpy integers (what a row read back from a "
-        "Parquet dataset with pandas holds) raise TypeError, while Problem accepts any numbers.Integral"
-    ),
-    raises=TypeError,
-)
 def test_from_dict_accepts_numpy_integers_like_problem_does() -> None:
     data = {f: np.int64(v) if isinstance(v, int) else v for f, v in _fields().items()}
 

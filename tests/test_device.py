@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tilecost import DeviceSpec, DType, SpecError, list_device_classes, load_device
+from tilecost import DType, SpecError, list_device_classes, load_device
 from tilecost.device import device_class_for_gpu_name
 
 SHIPPED_H200 = Path(__file__).resolve().parents[1] / "tilecost" / "devices" / "h200.json"
@@ -234,13 +234,6 @@ def test_a_device_class_that_is_not_a_key_is_refused(tmp_path: Path, device_clas
         load_device(_write(tmp_path, data))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: DeviceSpec checks every int and float field for > 0 but not peak_dense_tflops: "
-        "a zero, negative or NaN peak rate loads and later divides or flips the sign of a roofline"
-    ),
-)
 @pytest.mark.parametrize("peak", [0, -989.4, "nan"])
 def test_a_non_positive_peak_rate_is_a_spec_error(tmp_path: Path, peak: object) -> None:
     data = _h200_data()
@@ -250,28 +243,12 @@ def test_a_non_positive_peak_rate_is_a_spec_error(tmp_path: Path, peak: object) 
         load_device(_write(tmp_path, data))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: DeviceSpec.from_dict calls set(data) before checking that the JSON is an object: "
-        "a file holding null or a number raises TypeError ('... object is not iterable'), not SpecError"
-    ),
-    raises=TypeError,
-)
 @pytest.mark.parametrize("document", [None, 5])
 def test_a_json_document_that_is_not_an_object_is_a_spec_error(tmp_path: Path, document: object) -> None:
     with pytest.raises(SpecError):
         load_device(_write(tmp_path, document))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: DeviceSpec.__post_init__ calls device_class.replace() before checking its type: "
-        "a non-string device_class raises AttributeError, not SpecError"
-    ),
-    raises=AttributeError,
-)
 def test_a_non_string_device_class_is_a_spec_error(tmp_path: Path) -> None:
     data = _h200_data()
     data["device_class"] = 200
@@ -280,13 +257,6 @@ def test_a_non_string_device_class_is_a_spec_error(tmp_path: Path) -> None:
         load_device(_write(tmp_path, data))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: from_dict converts compute_capability with int(x) for x in value, so [9.5, 0] silently "
-        "becomes (9, 0) and the string '90' becomes (9, 0) instead of being refused"
-    ),
-)
 @pytest.mark.parametrize("value", [[9.5, 0], "90"])
 def test_a_compute_capability_that_is_not_two_ints_is_a_spec_error(tmp_path: Path, value: object) -> None:
     data = _h200_data()

@@ -112,7 +112,8 @@ def test_to_dict_holds_plain_values_that_rebuild_the_problem(problem: Problem) -
 
 
 @pytest.mark.parametrize(
-    "key", ["", "4096x4096-bf16-nt", "4096x4096x4096x2-bf16-nt", "4096x4096x4096", "axbxc-bf16-nt", "4096x4096x4096-bf16"]
+    "key",
+    ["", "4096x4096-bf16-nt", "4096x4096x4096x2-bf16-nt", "4096x4096x4096", "axbxc-bf16-nt", "4096x4096x4096-bf16"],
 )
 def test_from_key_refuses_malformed_keys_naming_the_expected_form(key: str) -> None:
     with pytest.raises(ValueError, match=re.escape("MxNxK-dtype-layout")):

@@ -9,6 +9,7 @@ BLOCK_N × BLOCK_K, GROUP_M, SPLIT_K, num_warps, num_stages (p for pipeline). Co
 from __future__ import annotations
 
 import enum
+import numbers
 import re
 from dataclasses import dataclass
 
@@ -38,7 +39,7 @@ class KernelVariant(enum.Enum):
 _POW2_TILE = (16, 32, 64, 128, 256)
 _BLOCK_K = (16, 32, 64, 128, 256)
 _WARPS = (1, 2, 4, 8, 16)
-_KEY_RE = re.compile(r"^(ptr|tma)-(\d+)x(\d+)x(\d+)-g(\d+)-s(\d+)-w(\d+)-p(\d+)$")
+_KEY_RE = re.compile(r"(ptr|tma)-([1-9]\d*)x([1-9]\d*)x([1-9]\d*)-g([1-9]\d*)-s([1-9]\d*)-w([1-9]\d*)-p([1-9]\d*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,8 @@ class TileConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variant", KernelVariant.parse(self.variant))
+        for name in ("block_m", "block_n", "block_k", "group_m", "split_k", "num_warps", "num_stages"):
+            object.__setattr__(self, name, _check_int(name, getattr(self, name)))
         _check_choice("block_m", self.block_m, _POW2_TILE)
         _check_choice("block_n", self.block_n, _POW2_TILE)
         _check_choice("block_k", self.block_k, _BLOCK_K)
@@ -76,7 +79,7 @@ class TileConfig:
     @classmethod
     def from_key(cls, key: str) -> TileConfig:
         """Inverse of :attr:`key`; raises ``ValueError`` naming the expected form."""
-        match = _KEY_RE.match(key)
+        match = _KEY_RE.fullmatch(key)
         if match is None:
             raise ValueError(f"config key {key!r} is not of the form ptr|tma-BMxBNxBK-gG-sS-wW-pP")
         variant, *ints = match.groups()
@@ -112,9 +115,9 @@ class TileConfig:
 
 
 def _check_int(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{field} must be an int, got {type(value).__name__} {value!r}")
-    return value
+    return int(value)
 
 
 def _check_choice(field: str, value: object, allowed: tuple[int, ...]) -> None:

@@ -8,6 +8,7 @@ reads the live device, to fingerprint what it measured.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -56,7 +57,7 @@ class DeviceSpec:
     peak_dense_tflops: Mapping[DType, float] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        if not self.device_class or not self.device_class.replace("_", "").isalnum():
+        if not isinstance(self.device_class, str) or not self.device_class.replace("_", "").isalnum():
             raise SpecError(f"device_class={self.device_class!r} must be a non-empty [a-z0-9_] key")
         for name in _INT_FIELDS:
             value = getattr(self, name)
@@ -69,6 +70,9 @@ class DeviceSpec:
         missing = [d.value for d in DType if d not in self.peak_dense_tflops]
         if missing:
             raise SpecError(f"{self.device_class}: peak_dense_tflops lacks {', '.join(missing)}")
+        for dtype, rate in self.peak_dense_tflops.items():
+            if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+                raise SpecError(f"{self.device_class}: peak_dense_tflops[{dtype.value}]={rate!r} must be a positive number")
         object.__setattr__(self, "peak_dense_tflops", MappingProxyType(dict(self.peak_dense_tflops)))
 
     def peak_flops_per_s(self, dtype: DType) -> float:
@@ -83,6 +87,8 @@ class DeviceSpec:
     def from_dict(cls, data: Mapping[str, Any]) -> DeviceSpec:
         """Build from the JSON layout of ``tilecost/devices/*.json``; unknown keys other than
         ``sources`` are refused so that a typo cannot silently leave a default in place."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"device spec must be a JSON object, got {type(data).__name__}")
         known = set(cls.__dataclass_fields__) | {"sources"}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -92,11 +98,15 @@ class DeviceSpec:
             raise SpecError(f"device spec lacks {missing}")
         try:
             peaks = {DType.parse(k): float(v) for k, v in data["peak_dense_tflops"].items()}
-            cc = tuple(int(x) for x in data["compute_capability"])
         except (ValueError, TypeError, AttributeError) as exc:
-            raise SpecError(f"device spec: {exc}") from exc
-        if len(cc) != 2:
-            raise SpecError(f"compute_capability={data['compute_capability']!r} must be [major, minor]")
+            raise SpecError(f"device spec: peak_dense_tflops: {exc}") from exc
+        cc = data["compute_capability"]
+        if not (
+            isinstance(cc, (list, tuple))
+            and len(cc) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in cc)
+        ):
+            raise SpecError(f"compute_capability={cc!r} must be [major, minor], two non-negative ints")
         kwargs = {k: data[k] for k in cls.__dataclass_fields__ if k not in ("peak_dense_tflops", "compute_capability")}
         return cls(peak_dense_tflops=peaks, compute_capability=(cc[0], cc[1]), **kwargs)
 

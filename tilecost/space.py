@@ -56,8 +56,9 @@ SPLIT_K = (1, 2, 4, 8, 16)
 
 # fp32 accumulators each thread holds: BM·BN / (32·num_warps). Above 128 the accumulator alone
 # takes half of the 255 registers a thread may have and the kernel spills (the seed's T_M·T_N cap;
-# 128×256 tiles need 8 warps for this reason). Below 4 most of the block's threads idle in the
-# epilogue and the tile is better served by fewer warps.
+# 128×256 tiles need 8 warps for this reason). Below 8 most of the block's threads idle in the
+# epilogue and the tile is better served by fewer warps, so the floor applies only where fewer warps
+# are on offer: every tile shape keeps at least its smallest warp count (16×16 with 2 warps holds 4).
 MAX_ACC_PER_THREAD = 128
 MIN_ACC_PER_THREAD = 8
 # Split-K exists to add blocks to grids too small to fill the GPU; a 256-wide tile makes the fewest
@@ -109,7 +110,7 @@ def hardware_infeasibility(config: TileConfig, dtype: DType, device: DeviceSpec)
     acc = accumulators_per_thread(config)
     if acc > MAX_ACC_PER_THREAD:
         return f"{acc:g} accumulators per thread exceed {MAX_ACC_PER_THREAD} (register spills)"
-    if acc < MIN_ACC_PER_THREAD:
+    if acc < MIN_ACC_PER_THREAD and config.num_warps > NUM_WARPS[0]:
         return f"{acc:g} accumulators per thread is under {MIN_ACC_PER_THREAD} (idle threads)"
     regs = (acc + _OTHER_REGISTERS) * config.num_threads
     if regs > device.registers_per_sm:
