@@ -51,7 +51,7 @@ class ConfigArrays:
                 raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
             bad = ~((array >= 1) & (array == np.floor(array)) & np.isfinite(array))
             if bad.any():
-                raise ValueError(f"{name}={array[bad][0]!r} is not allowed; use positive integers")
+                raise ValueError(f"{name}={array[bad][0]:g} is not allowed; use positive integers")
             array.flags.writeable = False
             object.__setattr__(self, name, array)
         is_tma = np.array(self.is_tma, ndmin=1)
@@ -69,7 +69,7 @@ class ConfigArrays:
     @classmethod
     def from_configs(cls, configs: Sequence[TileConfig]) -> ConfigArrays:
         """Columns of a sequence of configurations (a candidate space), in order."""
-        columns = {name: [getattr(c, name) for c in configs] for name in _INT_FIELDS}
+        columns = {name: np.array([getattr(c, name) for c in configs], dtype=np.float64) for name in _INT_FIELDS}
         is_tma = np.array([c.variant is KernelVariant.TMA for c in configs], dtype=bool)
         return cls(**columns, is_tma=is_tma)
 

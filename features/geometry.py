@@ -12,13 +12,16 @@ parts on axis 1; each block steps through its share of K in BLOCK_K slices.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from tilecost.device import DeviceSpec
 
 __all__ = [
     "ACCUMULATOR_BYTES",
+    "Values",
     "grid_shape",
     "k_iterations",
     "l2_panel_reuse",
@@ -34,17 +37,23 @@ __all__ = [
     "waves",
 ]
 
-F64 = NDArray[np.float64]
+# What the functions take and give: one element per candidate or training row, as a numpy array,
+# or one value for all rows, as a Python number; arguments broadcast against each other.
+Values = NDArray[Any] | float
 
 # Split-K partial tiles are fp32, whatever the input dtype (collect/kernels.py, _store_partial).
 ACCUMULATOR_BYTES = 4
 
 
-def _f64(values: ArrayLike) -> F64:
+def _f64(values: Values) -> Values:
+    """``values`` as float64, leaving a Python float alone: one problem's extents stay Python
+    scalars, whose arithmetic costs tens of nanoseconds against a microsecond for 0-d arrays."""
+    if isinstance(values, float):
+        return values
     return np.asarray(values, dtype=np.float64)
 
 
-def grid_shape(m: ArrayLike, n: ArrayLike, block_m: ArrayLike, block_n: ArrayLike) -> tuple[F64, F64]:
+def grid_shape(m: Values, n: Values, block_m: Values, block_n: Values) -> tuple[Values, Values]:
     """Tiles along M and along N: ``(ceil(M/BM), ceil(N/BN))``, dimensionless.
 
     Checked by hand: 1000×1000 with 128×128 tiles is (8, 8) (1000/128 = 7.8).
@@ -52,9 +61,7 @@ def grid_shape(m: ArrayLike, n: ArrayLike, block_m: ArrayLike, block_n: ArrayLik
     return np.ceil(_f64(m) / block_m), np.ceil(_f64(n) / block_n)
 
 
-def tile_count(
-    m: ArrayLike, n: ArrayLike, block_m: ArrayLike, block_n: ArrayLike, split_k: ArrayLike
-) -> F64:
+def tile_count(m: Values, n: Values, block_m: Values, block_n: Values, split_k: Values) -> Values:
     """Blocks the kernel launches: ``ceil(M/BM) · ceil(N/BN) · SPLIT_K``.
 
     Checked by hand: 1000×1000 with 32×256 tiles, no split, is 32 · 4 = 128 tiles.
@@ -63,7 +70,7 @@ def tile_count(
     return grid_m * grid_n * split_k
 
 
-def k_iterations(k: ArrayLike, block_k: ArrayLike, split_k: ArrayLike) -> F64:
+def k_iterations(k: Values, block_k: Values, split_k: Values) -> Values:
     """K steps of the longest split part: ``ceil(K / (BK · SPLIT_K))``.
 
     Equal to the kernel's ``cdiv(cdiv(K, BK), SPLIT_K)`` (nested ceilings of integer divisions
@@ -72,7 +79,7 @@ def k_iterations(k: ArrayLike, block_k: ArrayLike, split_k: ArrayLike) -> F64:
     return np.ceil(_f64(k) / (_f64(block_k) * split_k))
 
 
-def pipeline_fill_fraction(k_iters: ArrayLike, num_stages: ArrayLike) -> F64:
+def pipeline_fill_fraction(k_iters: Values, num_stages: Values) -> Values:
     """Share of a block's K steps whose loads are issued before its first multiply.
 
     Triton's software pipeline prefetches ``num_stages - 1`` K slices before the loop starts, so the
@@ -84,33 +91,30 @@ def pipeline_fill_fraction(k_iters: ArrayLike, num_stages: ArrayLike) -> F64:
     return np.minimum(_f64(num_stages) - 1.0, k_iters) / k_iters
 
 
-def padding_waste(
-    m: ArrayLike, n: ArrayLike, k: ArrayLike, block_m: ArrayLike, block_n: ArrayLike, block_k: ArrayLike
-) -> F64:
+def padding_waste(m: Values, n: Values, k: Values, block_m: Values, block_n: Values, block_k: Values) -> Values:
     """Fraction of computed multiply-adds that lie outside the problem (masked or zero-filled).
 
     ``ceil(M/BM)·BM · ceil(N/BN)·BN · ceil(K/BK)·BK / (M·N·K) − 1``, dimensionless, 0 when the tiles
     divide the problem. Split-K does not change it: the parts cover the ``ceil(K/BK)`` K slices
     exactly once. Checked by hand: 1000³ with 128×128×64 is 1024·1024·1024 / 1e9 − 1 = 0.0737.
+    (float64: exact while the padded product is below 2**53, about 2**17 per side; rounded beyond.)
     """
     m, n, k = _f64(m), _f64(n), _f64(k)
-    padded_m = np.ceil(m / block_m) * block_m
-    padded_n = np.ceil(n / block_n) * block_n
-    padded_k = np.ceil(k / block_k) * block_k
-    return (padded_m / m) * (padded_n / n) * (padded_k / k) - 1.0
+    padded = (np.ceil(m / block_m) * block_m) * (np.ceil(n / block_n) * block_n) * (np.ceil(k / block_k) * block_k)
+    return padded / (m * n * k) - 1.0
 
 
-def splitk_reduction_bytes(m: ArrayLike, n: ArrayLike, split_k: ArrayLike) -> F64:
+def splitk_reduction_bytes(m: Values, n: Values, split_k: Values) -> Values:
     """Extra HBM bytes of the split-K reduction: ``2 · S · M · N · 4`` when S > 1, else 0.
 
     The S fp32 partial tiles are written to a workspace and read back by the reduction kernel
     (collect/kernels.py). Checked by hand: 1024×1024, S=4 is 2·4·1024·1024·4 = 33,554,432 bytes.
     """
     split_k = _f64(split_k)
-    return np.where(split_k > 1, 2.0 * split_k * _f64(m) * n * ACCUMULATOR_BYTES, 0.0)
+    return (2.0 * ACCUMULATOR_BYTES) * _f64(m) * n * split_k * (split_k > 1)
 
 
-def waves(tiles: ArrayLike, device: DeviceSpec, blocks_per_sm: ArrayLike = 1) -> F64:
+def waves(tiles: Values, device: DeviceSpec, blocks_per_sm: Values = 1.0) -> Values:
     """Waves of blocks: ``tiles / (SMs · blocks per SM)``, fractional (2.0 is exactly two full waves).
 
     Checked by hand: 133 tiles on 132 SMs at one block per SM is 1.008, i.e. two waves, the second
@@ -119,7 +123,7 @@ def waves(tiles: ArrayLike, device: DeviceSpec, blocks_per_sm: ArrayLike = 1) ->
     return _f64(tiles) / (device.sm_count * _f64(blocks_per_sm))
 
 
-def wave_efficiency(tiles: ArrayLike, device: DeviceSpec, blocks_per_sm: ArrayLike = 1) -> F64:
+def wave_efficiency(tiles: Values, device: DeviceSpec, blocks_per_sm: Values = 1.0) -> Values:
     """Share of block slots busy over the launch: ``tiles / (ceil(waves) · SMs · blocks per SM)``.
 
     Dimensionless, in (0, 1]. With ``blocks_per_sm=1`` this is the seed's wave quantisation: blocks
@@ -133,14 +137,14 @@ def wave_efficiency(tiles: ArrayLike, device: DeviceSpec, blocks_per_sm: ArrayLi
     return tiles / (np.ceil(tiles / slots) * slots)
 
 
-def multiple_of(values: ArrayLike, divisor: int) -> NDArray[np.bool_]:
-    """Whether each extent is a multiple of ``divisor`` (Triton specialises multiples of 16)."""
-    return np.remainder(_f64(values), divisor) == 0
+def multiple_of(values: Values, divisor: int) -> Values:
+    """Whether each extent is a multiple of ``divisor``: True/False (Triton specialises integer
+    arguments divisible by 16, which lets the pointer kernel issue 16-byte loads). Checked by hand:
+    1000 is a multiple of 8 (125·8) and not of 16 (62.5·16)."""
+    return _f64(values) % divisor == 0
 
 
-def tma_aligned(
-    n: ArrayLike, k: ArrayLike, layout_nt: ArrayLike, in_bytes: ArrayLike, out_bytes: ArrayLike
-) -> NDArray[np.bool_]:
+def tma_aligned(n: Values, k: Values, layout_nt: Values, in_bytes: Values, out_bytes: Values) -> Values:
     """Whether every row stride a tensor descriptor uses is a multiple of 16 bytes.
 
     Vectorised :func:`tilecost.space.tma_aligned`: A's stride K·in_bytes, B's N·in_bytes (nn) or
@@ -148,17 +152,11 @@ def tma_aligned(
     dtype and layout over ragged and aligned extents (tests/test_features.py).
     """
     n, k = _f64(n), _f64(k)
-    b_row = np.where(layout_nt, k, n)
-    return (
-        (np.remainder(k * in_bytes, 16) == 0)
-        & (np.remainder(b_row * in_bytes, 16) == 0)
-        & (np.remainder(n * out_bytes, 16) == 0)
-    )
+    b_row = n + (k - n) * layout_nt  # K where nt, N where nn; arithmetic, so a Python bool works too
+    return (k * in_bytes % 16 == 0) & (b_row * in_bytes % 16 == 0) & (n * out_bytes % 16 == 0)
 
 
-def problem_flop_per_byte(
-    m: ArrayLike, n: ArrayLike, k: ArrayLike, in_bytes: ArrayLike, out_bytes: ArrayLike
-) -> F64:
+def problem_flop_per_byte(m: Values, n: Values, k: Values, in_bytes: Values, out_bytes: Values) -> Values:
     """Arithmetic intensity of the problem in FLOP/byte: ``2·M·N·K / ((M·K + K·N)·in + M·N·out)``.
 
     The bytes are the fewest any kernel moves (``Problem.min_bytes``). Checked by hand: 4096³ bf16
@@ -168,7 +166,7 @@ def problem_flop_per_byte(
     return 2.0 * m * n * k / ((m * k + k * n) * in_bytes + m * n * out_bytes)
 
 
-def tile_flop_per_byte(block_m: ArrayLike, block_n: ArrayLike, in_bytes: ArrayLike) -> F64:
+def tile_flop_per_byte(block_m: Values, block_n: Values, in_bytes: Values) -> Values:
     """Arithmetic intensity of one block in FLOP/byte: ``2·BM·BN / ((BM + BN) · in_bytes)``.
 
     Per K step a block loads (BM + BN)·BK·in_bytes and does 2·BM·BN·BK FLOP, so BK and K cancel
@@ -179,13 +177,13 @@ def tile_flop_per_byte(block_m: ArrayLike, block_n: ArrayLike, in_bytes: ArrayLi
 
 
 def l2_panel_reuse(
-    grid_m: ArrayLike,
-    grid_n: ArrayLike,
-    block_m: ArrayLike,
-    block_n: ArrayLike,
-    group_m: ArrayLike,
-    concurrent_blocks: ArrayLike,
-) -> F64:
+    grid_m: Values,
+    grid_n: Values,
+    block_m: Values,
+    block_n: Values,
+    group_m: Values,
+    concurrent_blocks: Values,
+) -> Values:
     """How many blocks of one wave read each A or B panel element it loads, on average (≥ 1).
 
     The ``W = min(grid_m·grid_n, concurrent_blocks)`` blocks resident at once are the first W of the
@@ -209,5 +207,6 @@ def l2_panel_reuse(
     full_groups = np.floor(resident / per_group)
     rest = resident - full_groups * per_group
     rows = np.minimum(grid_m, full_groups * group + np.minimum(group, rest))
-    cols = np.where(full_groups >= 1, grid_n, np.ceil(rest / group))
+    # grid_n once a whole group is resident, else the columns the partial group reached.
+    cols = np.minimum(grid_n, full_groups * grid_n + np.ceil(rest / group))
     return resident * (block_m + block_n) / (rows * block_m + cols * block_n)

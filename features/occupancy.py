@@ -9,9 +9,10 @@ are pure and vectorised over numpy arrays; the device is a :class:`~tilecost.dev
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 
 from tilecost.device import DeviceSpec
+
+from .geometry import Values, _f64
 
 __all__ = [
     "OTHER_REGISTERS_PER_THREAD",
@@ -22,8 +23,6 @@ __all__ = [
     "registers_per_thread_estimate",
     "smem_bytes",
 ]
-
-F64 = NDArray[np.float64]
 
 # Registers a thread needs besides its accumulators (addresses, loop state, operand fragments): the
 # same 40 that tilecost.space uses to check that a block fits the register file.
@@ -37,15 +36,15 @@ RESERVED_SMEM_PER_BLOCK_BYTES = 1024
 
 
 def smem_bytes(
-    block_m: ArrayLike,
-    block_n: ArrayLike,
-    block_k: ArrayLike,
-    num_stages: ArrayLike,
-    is_tma: ArrayLike,
-    split_k: ArrayLike,
-    in_bytes: ArrayLike,
-    out_bytes: ArrayLike,
-) -> F64:
+    block_m: Values,
+    block_n: Values,
+    block_k: Values,
+    num_stages: Values,
+    is_tma: Values,
+    split_k: Values,
+    in_bytes: Values,
+    out_bytes: Values,
+) -> Values:
     """Shared memory one block needs, in bytes; vectorised :func:`tilecost.space.smem_bytes`.
 
     ``num_stages · (BM·BK + BK·BN) · in_bytes`` for the pipelined panels, plus ``BM·BN · out_bytes``
@@ -54,36 +53,31 @@ def smem_bytes(
     3 · (128·64 + 64·128) · 2 = 98,304; the TMA kernel adds 128·128·2 = 32,768. Checked equal to
     the scalar function over every configuration of the H200 space for every dtype.
     """
-    block_m, block_n = np.asarray(block_m, dtype=np.float64), np.asarray(block_n, dtype=np.float64)
-    panels = np.asarray(num_stages, dtype=np.float64) * (block_m + block_n) * block_k * in_bytes
-    store = np.where(np.logical_and(is_tma, np.equal(split_k, 1)), block_m * block_n * out_bytes, 0.0)
-    return panels + store
+    block_m = _f64(block_m)
+    panels = _f64(num_stages) * (block_m + block_n) * block_k * in_bytes
+    stores_c = np.logical_and(is_tma, np.equal(split_k, 1))
+    return panels + block_m * block_n * out_bytes * stores_c
 
 
-def accumulators_per_thread(block_m: ArrayLike, block_n: ArrayLike, num_warps: ArrayLike) -> F64:
+def accumulators_per_thread(block_m: Values, block_n: Values, num_warps: Values) -> Values:
     """fp32 accumulator registers per thread: ``BM·BN / (32 · num_warps)``.
 
     Checked by hand: 128×256 on 8 warps is 32,768 / 256 = 128.
     """
-    return np.asarray(block_m, dtype=np.float64) * block_n / (32.0 * np.asarray(num_warps, dtype=np.float64))
+    return _f64(block_m) * block_n / (32.0 * _f64(num_warps))
 
 
-def registers_per_thread_estimate(
-    block_m: ArrayLike, block_n: ArrayLike, num_warps: ArrayLike, device: DeviceSpec
-) -> F64:
+def registers_per_thread_estimate(accumulators_per_thread: Values, device: DeviceSpec) -> Values:
     """Estimated registers per thread: accumulators + 40, capped at the device's per-thread maximum.
 
-    A compiled kernel reports its real count (``n_regs``); pass that to :func:`blocks_per_sm`
-    instead when it is known, on both the training and the prediction side. Checked by hand:
-    128×128 on 4 warps is 16,384/128 + 40 = 168.
+    Takes :func:`accumulators_per_thread`. A compiled kernel reports its real count (``n_regs``);
+    pass that to :func:`blocks_per_sm` instead when it is known, on both the training and the
+    prediction side. Checked by hand: 128×128 on 4 warps is 16,384/128 + 40 = 168.
     """
-    estimate = accumulators_per_thread(block_m, block_n, num_warps) + OTHER_REGISTERS_PER_THREAD
-    return np.minimum(estimate, device.max_registers_per_thread)
+    return np.minimum(_f64(accumulators_per_thread) + OTHER_REGISTERS_PER_THREAD, device.max_registers_per_thread)
 
 
-def blocks_per_sm(
-    smem_bytes: ArrayLike, registers_per_thread: ArrayLike, num_warps: ArrayLike, device: DeviceSpec
-) -> F64:
+def blocks_per_sm(smem_bytes: Values, registers_per_thread: Values, num_warps: Values, device: DeviceSpec) -> Values:
     """Resident blocks per SM: the minimum over four limits, at least 1.
 
     * shared memory: ``⌊smem_per_sm / (smem_bytes + 1024)⌋`` (1 KB reserved per block);
@@ -96,10 +90,10 @@ def blocks_per_sm(
     233,472 // 99,328 = 2 by shared memory, 65,536 // (168·128) = 3 by registers, 2048 // 128 = 16 by
     threads, so 2.
     """
-    threads = 32.0 * np.asarray(num_warps, dtype=np.float64)
-    by_smem = np.floor(device.smem_per_sm_bytes / (np.asarray(smem_bytes, dtype=np.float64) + RESERVED_SMEM_PER_BLOCK_BYTES))
-    registers = np.ceil(np.asarray(registers_per_thread, dtype=np.float64) / REGISTER_ALLOCATION_UNIT)
-    by_registers = np.floor(device.registers_per_sm / (registers * REGISTER_ALLOCATION_UNIT * threads))
+    threads = 32.0 * _f64(num_warps)
+    by_smem = np.floor(device.smem_per_sm_bytes / (_f64(smem_bytes) + RESERVED_SMEM_PER_BLOCK_BYTES))
+    registers = np.ceil(_f64(registers_per_thread) / REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
+    by_registers = np.floor(device.registers_per_sm / (registers * threads))
     by_threads = np.floor(device.max_threads_per_sm / threads)
     limit = np.minimum(np.minimum(by_smem, by_registers), np.minimum(by_threads, device.max_blocks_per_sm))
     return np.maximum(limit, 1.0)

@@ -38,7 +38,7 @@ def _dims(name: str, values: ArrayLike) -> NDArray[np.float64]:
         raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
     bad = ~((array >= 1) & (array <= MAX_DIM) & (array == np.floor(array)))
     if bad.any():
-        raise ValueError(f"{name}={array[bad][0]!r} is not allowed; use integers 1..{MAX_DIM}")
+        raise ValueError(f"{name}={array[bad][0]:g} is not allowed; use integers 1..{MAX_DIM}")
     array.flags.writeable = False
     return array
 
@@ -90,11 +90,11 @@ class ProblemArrays:
     def from_problems(cls, problems: Sequence[Problem]) -> ProblemArrays:
         """Columns of a sequence of :class:`Problem` values, in order."""
         return cls(
-            m=[p.m for p in problems],
-            n=[p.n for p in problems],
-            k=[p.k for p in problems],
+            m=np.array([p.m for p in problems], dtype=np.float64),
+            n=np.array([p.n for p in problems], dtype=np.float64),
+            k=np.array([p.k for p in problems], dtype=np.float64),
             dtype_code=np.array([_CODE[p.dtype] for p in problems], dtype=np.intp),
-            layout_nt=[p.layout is Layout.NT for p in problems],
+            layout_nt=np.array([p.layout is Layout.NT for p in problems], dtype=bool),
         )
 
     @classmethod
@@ -110,7 +110,13 @@ class ProblemArrays:
         layouts, layout_inverse = np.unique(np.asarray(layout, dtype=object).astype(str), return_inverse=True)
         dtype_codes = np.array([_CODE[DType.parse(_enum_text(d))] for d in dtypes], dtype=np.intp)
         nt = np.array([Layout.parse(_enum_text(x)) is Layout.NT for x in layouts], dtype=bool)
-        return cls(m=m, n=n, k=k, dtype_code=dtype_codes[dtype_inverse], layout_nt=nt[layout_inverse])
+        return cls(
+            m=np.asarray(m, dtype=np.float64),
+            n=np.asarray(n, dtype=np.float64),
+            k=np.asarray(k, dtype=np.float64),
+            dtype_code=dtype_codes[dtype_inverse].ravel(),
+            layout_nt=nt[layout_inverse].ravel(),
+        )
 
     def problem(self, row: int) -> Problem:
         """Row ``row`` as a :class:`Problem` value."""

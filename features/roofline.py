@@ -29,54 +29,58 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from tilecost.device import DeviceSpec
-from tilecost.features.configs import ConfigArrays
-from tilecost.features.geometry import grid_shape, splitk_reduction_bytes, wave_efficiency
 from tilecost.problem import Problem
 
-__all__ = ["FULL_TILE_AREA", "Roofline", "roofline", "roofline_time_us", "tile_efficiency"]
+from .configs import ConfigArrays
+from .geometry import Values, _f64, grid_shape, splitk_reduction_bytes, wave_efficiency
 
-F64 = NDArray[np.float64]
+__all__ = ["FULL_TILE_AREA", "Roofline", "roofline", "roofline_time_us", "tile_efficiency"]
 
 # Tiles of at least this many outputs (128×128) keep the tensor cores at their peak rate in the
 # seed's model.
 FULL_TILE_AREA = 128 * 128
 
 
-def tile_efficiency(block_m: ArrayLike, block_n: ArrayLike) -> F64:
+def tile_efficiency(block_m: Values, block_n: Values) -> Values:
     """Share of peak a block of this tile reaches: ``0.5 + 0.5 · min(1, BM·BN / 128²)``, in (0.5, 1].
 
     Checked by hand: 128×128 and 64×256 are 1; 32×256 is 0.5 + 0.5·8192/16384 = 0.75; 32×32 is
     0.5 + 0.5·1024/16384 = 0.53125. See the module docstring for why this form.
     """
-    area = np.asarray(block_m, dtype=np.float64) * block_n
+    area = _f64(block_m) * block_n
     return 0.5 + 0.5 * np.minimum(1.0, area / FULL_TILE_AREA)
 
 
 @dataclass(frozen=True, eq=False)
 class Roofline:
-    """The model's parts, one element per candidate: HBM bytes and three times in microseconds."""
+    """The model's parts, one element per candidate: its tile count, wave and tile efficiencies
+    (dimensionless), HBM bytes (of which split-K's reduction) and three times in microseconds."""
 
-    traffic_bytes: F64
-    compute_us: F64
-    memory_us: F64
-    time_us: F64
+    tiles: Values
+    wave_efficiency: Values
+    tile_efficiency: Values
+    splitk_reduction_bytes: Values
+    traffic_bytes: Values
+    compute_us: Values
+    memory_us: Values
+    time_us: Values
 
 
 def roofline(
-    m: ArrayLike,
-    n: ArrayLike,
-    k: ArrayLike,
-    block_m: ArrayLike,
-    block_n: ArrayLike,
-    split_k: ArrayLike,
-    in_bytes: ArrayLike,
-    out_bytes: ArrayLike,
-    peak_flops_per_s: ArrayLike,
+    m: Values,
+    n: Values,
+    k: Values,
+    block_m: Values,
+    block_n: Values,
+    split_k: Values,
+    in_bytes: Values,
+    out_bytes: Values,
+    peak_flops_per_s: Values,
     device: DeviceSpec,
-    blocks_per_sm: ArrayLike = 1,
+    blocks_per_sm: Values = 1.0,
 ) -> Roofline:
     """The seed's roofline for broadcastable arrays of problems and tiles (module docstring).
 
@@ -87,31 +91,36 @@ def roofline(
     2·8192³ / 989.4e12 s = 1111.3 µs / 0.970 = 1146.0 µs; memory (256·8192·2·4096 / sqrt(132) +
     8192²·2) bytes = 1.63e9 / 3.35e12 B/s = 486 µs; time 1146.0 µs.
     """
-    m, n, k = (np.asarray(x, dtype=np.float64) for x in (m, n, k))
+    m, n, k = _f64(m), _f64(n), _f64(k)
     grid_m, grid_n = grid_shape(m, n, block_m, block_n)
-    tiles = grid_m * grid_n * split_k
-    sharing = np.sqrt(np.minimum(tiles, device.sm_count * np.asarray(blocks_per_sm, dtype=np.float64)))
-    panel_bytes = (np.asarray(block_m, dtype=np.float64) + block_n) * k * in_bytes * grid_m * grid_n
+    output_tiles = grid_m * grid_n
+    tiles = output_tiles * split_k
+    sharing = np.sqrt(np.minimum(tiles, device.sm_count * _f64(blocks_per_sm)))
+    panel_bytes = (_f64(block_m) + block_n) * output_tiles * (k * in_bytes)
     output_bytes = m * n * out_bytes
     min_bytes = (m + n) * k * in_bytes + output_bytes
-    traffic = np.maximum(panel_bytes / sharing + output_bytes, min_bytes) + splitk_reduction_bytes(m, n, split_k)
-    ideal_us = 2e6 * m * n * k / np.asarray(peak_flops_per_s, dtype=np.float64)
-    compute_us = ideal_us / (wave_efficiency(tiles, device, blocks_per_sm) * tile_efficiency(block_m, block_n))
+    reduction_bytes = splitk_reduction_bytes(m, n, split_k)
+    traffic = np.maximum(panel_bytes / sharing + output_bytes, min_bytes) + reduction_bytes
+    waves_eff = wave_efficiency(tiles, device, blocks_per_sm)
+    tile_eff = tile_efficiency(block_m, block_n)
+    compute_us = (2e6 * m * n * k / _f64(peak_flops_per_s)) / (waves_eff * tile_eff)
     memory_us = traffic * (1e6 / device.hbm_bytes_per_s)
-    return Roofline(traffic, compute_us, memory_us, np.maximum(compute_us, memory_us))
+    time_us = np.maximum(compute_us, memory_us)
+    return Roofline(tiles, waves_eff, tile_eff, reduction_bytes, traffic, compute_us, memory_us, time_us)
 
 
-def roofline_time_us(problem: Problem, configs: ConfigArrays, device: DeviceSpec) -> F64:
+def roofline_time_us(problem: Problem, configs: ConfigArrays, device: DeviceSpec) -> NDArray[np.float64]:
     """The baseline: the seed's modelled time of ``problem`` under each configuration, in µs.
 
-    Rank candidates by it (``np.argsort``) where no trained model applies. Memory-bound problems
-    tie many tiles at the bandwidth floor (every tile of a 16-token decode reads the same weights);
-    ``np.argmin`` then returns the first of them in the candidate order.
+    Rank candidates by it (``np.argsort``) where no trained model applies. BLOCK_K, GROUP_M, warps,
+    stages and the kernel variant do not enter the model, so configurations differing only in those
+    tie, and memory-bound problems tie many tile shapes at the bandwidth floor (every tile of a
+    16-token decode reads the same weights); ``np.argmin`` returns the first in candidate order.
     """
     model = roofline(
-        problem.m,
-        problem.n,
-        problem.k,
+        float(problem.m),
+        float(problem.n),
+        float(problem.k),
         configs.block_m,
         configs.block_n,
         configs.split_k,
@@ -120,4 +129,4 @@ def roofline_time_us(problem: Problem, configs: ConfigArrays, device: DeviceSpec
         device.peak_flops_per_s(problem.dtype),
         device,
     )
-    return model.time_us
+    return np.asarray(model.time_us, dtype=np.float64)
