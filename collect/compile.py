@@ -25,7 +25,7 @@ from tilecost.config import KernelVariant, TileConfig
 from tilecost.measurement import Status
 from tilecost.problem import Layout, Problem
 
-__all__ = ["CompileResult", "precompile", "specialisation_key"]
+__all__ = ["CompileResult", "precompile", "problem_pattern", "specialisation_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,12 @@ class CompileResult:
 def _dim_class(value: int) -> str:
     # Triton specialises an integer argument on ``== 1`` and on divisibility by 16.
     return "1" if value == 1 else ("16" if value % 16 == 0 else "x")
+
+
+def problem_pattern(problem: Problem) -> str:
+    """The problem's specialisation pattern for the pointer kernel, e.g. ``"bf16-nt-16-x"``
+    (N a multiple of 16, K not). Problems of one pattern share every compiled kernel."""
+    return f"{problem.dtype.value}-{problem.layout.value}-{_dim_class(problem.n)}-{_dim_class(problem.k)}"
 
 
 def specialisation_key(problem: Problem, config: TileConfig) -> tuple[object, ...]:

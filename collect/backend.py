@@ -1,0 +1,83 @@
+"""Measuring backends: what the sweep's child process uses to time a problem's configurations.
+
+A backend is built by a factory ``factory(protocol) -> backend`` named by import path in
+:class:`~tilecost.collect.sweep.SweepSettings` (so that the spawned child can build it), and offers
+``fingerprint`` (the columns that identify the device and software), ``measure(problem, configs,
+seed, on_config) -> list[dict]`` (one outcome per config, in order) and ``context_lost`` (the
+exception type that means the process must be restarted).
+
+:func:`cuda_backend` measures for real on the current CUDA device. The simulated backend for
+CPU runs lives in :mod:`tilecost.collect.simulated` and labels everything it produces as such.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from tilecost.collect.protocol import MeasureProtocol
+from tilecost.config import TileConfig
+from tilecost.problem import Problem
+
+__all__ = ["CudaBackend", "cuda_backend", "outcome_dict"]
+
+
+def outcome_dict(outcome: Any) -> dict[str, Any]:
+    """One :class:`~tilecost.collect.runner.ConfigOutcome` as the row fields the store expects."""
+    t = outcome.timing
+    return {
+        "config_id": outcome.config.key,
+        "status": outcome.status.value,
+        "time_us": t.median_us if t else None,
+        "spread": t.spread if t else None,
+        "reps": t.reps if t else None,
+        "rel_error": outcome.rel_error,
+        "registers": outcome.registers,
+        "spills": outcome.spills,
+        "smem_bytes": outcome.smem_bytes,
+        "min_sm_clock_mhz": t.min_sm_clock_mhz if t else None,
+        "max_power_w": t.max_power_w if t else None,
+        "max_temperature_c": t.max_temperature_c if t else None,
+        "throttled_rounds": t.throttled_rounds if t else None,
+        "error": outcome.error,
+    }
+
+
+class CudaBackend:
+    def __init__(self, protocol: MeasureProtocol):
+        import torch
+        import triton
+
+        from tilecost.collect.runner import ContextLost
+        from tilecost.collect.timing import CudaEventTimer, NvmlReader
+        from tilecost.device import device_class_for_gpu_name
+
+        nvml = NvmlReader(torch.cuda.current_device())
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        self.timer = CudaEventTimer(nvml=nvml)
+        self.protocol = protocol
+        self.context_lost = ContextLost
+        self.fingerprint = {
+            "device_class": device_class_for_gpu_name(props.name),
+            "gpu_name": props.name,
+            "sm_count": props.multi_processor_count,
+            "compute_capability": f"{props.major}.{props.minor}",
+            "driver_version": nvml.driver_version(),
+            "cuda_version": str(torch.version.cuda),
+            "torch_version": torch.__version__,
+            "triton_version": triton.__version__,
+        }
+
+    def measure(
+        self, problem: Problem, configs: Sequence[TileConfig], seed: int, on_config: Callable[[str], None]
+    ) -> list[dict[str, Any]]:
+        import torch
+
+        from tilecost.collect.runner import run_problem
+
+        result = run_problem(problem, configs, self.timer, self.protocol, seed=seed, on_config=on_config)
+        torch.cuda.empty_cache()
+        return [outcome_dict(o) for o in result.outcomes]
+
+
+def cuda_backend(protocol: MeasureProtocol) -> CudaBackend:
+    return CudaBackend(protocol)

@@ -1,0 +1,199 @@
+"""The measurement dataset: Parquet files, Hive-partitioned, one file per (problem, sweep run).
+
+Layout under the dataset root (local path or any URI pyarrow's filesystems open, e.g. ``s3://``)::
+
+    device_class=h200/dtype=bf16/layout=nt/<problem key>--<run id>.parquet
+
+Partitioning by device class, dtype and layout makes the reads that training does (one device
+class, often one dtype) touch only their folders. Each file holds every row of one problem from one
+sweep run and is written whole, then renamed into place (atomic on a local filesystem; an object
+store never shows a partial object), so a crash leaves either the whole problem or nothing, and a
+re-run measures exactly the problems without a file: no row lost, none duplicated. Shards and GPUs
+running the same plan write disjoint files and merge by sharing the directory.
+
+The schema version is stored in each file's metadata under ``tilecost.schema_version``; readers
+refuse files of another version.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from tilecost.errors import DatasetError
+from tilecost.measurement import Status
+from tilecost.problem import Problem
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+__all__ = ["SCHEMA_VERSION", "DatasetStore", "schema"]
+
+SCHEMA_VERSION = 1
+_META_KEY = b"tilecost.schema_version"
+
+# (column, pyarrow type name, description). The datasets README is generated from this list.
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("device_class", "string", "device class key, e.g. h200 (also the partition folder)"),
+    ("gpu_name", "string", "CUDA device name"),
+    ("sm_count", "int32", "streaming multiprocessors of the device measured"),
+    ("compute_capability", "string", "e.g. 9.0"),
+    ("driver_version", "string", "NVIDIA driver version (NVML)"),
+    ("cuda_version", "string", "CUDA version torch was built with"),
+    ("torch_version", "string", "torch version"),
+    ("triton_version", "string", "Triton version that compiled the kernels"),
+    ("run_id", "string", "sweep run id (deterministic from the plan and settings, so a re-run resumes)"),
+    ("timestamp", "timestamp[us, tz=UTC]", "when the problem's measurement finished"),
+    ("family", "string", "plan family the problem came from (random, layers, decode, unaligned, file)"),
+    ("role", "string", "train or heldout"),
+    ("sample_fraction", "float64", "fraction of the problem's candidates measured (1.0 = all)"),
+    ("problem_key", "string", "MxNxK-dtype-layout"),
+    ("m", "int64", "rows of A and C"),
+    ("n", "int64", "columns of B and C"),
+    ("k", "int64", "reduction depth"),
+    ("dtype", "string", "input dtype: fp16, bf16, fp32 (tf32 dot), fp8e4m3 (bf16 output)"),
+    ("layout", "string", "nn (B is K×N) or nt (B stored N×K, x @ W.T)"),
+    ("config_id", "string", "stable config key, e.g. tma-128x128x64-g8-s1-w4-p3"),
+    ("variant", "string", "ptr or tma"),
+    ("block_m", "int32", "BLOCK_M"),
+    ("block_n", "int32", "BLOCK_N"),
+    ("block_k", "int32", "BLOCK_K"),
+    ("group_m", "int32", "GROUP_M tile swizzle"),
+    ("split_k", "int32", "SPLIT_K parts of the reduction"),
+    ("num_warps", "int32", "warps per block"),
+    ("num_stages", "int32", "software pipeline stages"),
+    ("status", "string", "ok, hopeless, compile_error, out_of_resources, wrong_result, timeout, crashed"),
+    ("time_us", "float64", "median device time per launch in µs (ok); the screening time that bounds it (hopeless)"),
+    ("spread", "float64", "interquartile range / median of the timed launches"),
+    ("reps", "int32", "timed launches behind time_us"),
+    ("rel_error", "float64", "‖C − C64‖/‖C64‖ against a float64 product"),
+    ("registers", "int32", "registers per thread (compiler report)"),
+    ("spills", "int32", "registers spilled per thread"),
+    ("smem_bytes", "int32", "shared memory per block (compiler report)"),
+    ("min_sm_clock_mhz", "float64", "lowest SM clock read after the rounds the config was timed in"),
+    ("max_power_w", "float64", "highest board power read after those rounds"),
+    ("max_temperature_c", "float64", "highest GPU temperature read after those rounds"),
+    ("throttled_rounds", "int32", "rounds whose telemetry showed a power or thermal clock limit"),
+    ("error", "string", "the compiler's or checker's message for failed configs"),
+)
+
+
+def schema() -> pa.Schema:
+    import pyarrow as pa
+
+    def typ(name: str) -> pa.DataType:
+        if name.startswith("timestamp"):
+            return pa.timestamp("us", tz="UTC")
+        return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64()}[name]
+
+    return pa.schema([pa.field(c, typ(t)) for c, t, _ in COLUMNS], metadata={_META_KEY: str(SCHEMA_VERSION).encode()})
+
+
+class DatasetStore:
+    """Reads and writes the measurement dataset under ``root`` (a path or a pyarrow filesystem URI)."""
+
+    def __init__(self, root: str | Path):
+        import pyarrow.fs as pafs
+
+        root_str = str(root)
+        if "://" in root_str:
+            self.fs, self.root = pafs.FileSystem.from_uri(root_str)
+        else:
+            self.fs, self.root = pafs.LocalFileSystem(), str(Path(root_str).resolve())
+        self._local = isinstance(self.fs, pafs.LocalFileSystem)
+
+    # ---------------------------------------------------------------- layout
+    def partition_dir(self, device_class: str, problem: Problem) -> str:
+        return (
+            f"{self.root}/device_class={device_class}/dtype={problem.dtype.value}/layout={problem.layout.value}"
+        )
+
+    def file_path(self, device_class: str, problem: Problem, run_id: str) -> str:
+        return f"{self.partition_dir(device_class, problem)}/{problem.key}--{run_id}.parquet"
+
+    def has(self, device_class: str, problem: Problem, run_id: str) -> bool:
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(self.file_path(device_class, problem, run_id))
+        return info.type == pafs.FileType.File
+
+    # ---------------------------------------------------------------- writing
+    def write_problem(self, device_class: str, problem: Problem, run_id: str, rows: list[Mapping[str, Any]]) -> str:
+        """Write one problem's rows as one file, atomically. Returns the file's path."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not rows:
+            raise DatasetError(f"{problem}: no rows to write")
+        sch = schema()
+        unknown = set(rows[0]) - set(sch.names)
+        if unknown:
+            raise DatasetError(f"rows carry columns not in the schema: {sorted(unknown)}")
+        for row in rows:
+            status = row.get("status")
+            if status not in {s.value for s in Status}:
+                raise DatasetError(f"{problem}: status={status!r} is not one of {[s.value for s in Status]}")
+        table = pa.Table.from_pylist([dict(r) for r in rows], schema=sch)
+        final = self.file_path(device_class, problem, run_id)
+        self.fs.create_dir(self.partition_dir(device_class, problem), recursive=True)
+        if self._local:
+            tmp = f"{final}.{uuid.uuid4().hex}.tmp"
+            pq.write_table(table, tmp, filesystem=self.fs, compression="zstd", compression_level=9)
+            self.fs.move(tmp, final)  # rename: atomic within one filesystem
+        else:
+            pq.write_table(table, final, filesystem=self.fs, compression="zstd", compression_level=9)
+        return final
+
+    def clean_partial(self) -> int:
+        """Delete ``*.tmp`` files a killed writer left behind; returns how many."""
+        import pyarrow.fs as pafs
+
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True, allow_not_found=True))
+        except FileNotFoundError:
+            return 0
+        stale = [i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".tmp")]
+        for path in stale:
+            self.fs.delete_file(path)
+        return len(stale)
+
+    # ---------------------------------------------------------------- reading
+    def files(self, device_class: str | None = None) -> list[str]:
+        """Every Parquet file of the dataset (of one device class if given), sorted."""
+        import pyarrow.fs as pafs
+
+        base = self.root if device_class is None else f"{self.root}/device_class={device_class}"
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        except FileNotFoundError:
+            return []
+        return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+
+    def read(self, device_class: str | None = None, filters: Iterable[Any] | None = None) -> pa.Table:
+        """Read the dataset (filters pushed down to the partitions), checking the schema version."""
+        import pyarrow.dataset as ds
+
+        paths = self.files(device_class)
+        if not paths:
+            where = f"device class {device_class!r}" if device_class else "any device class"
+            raise DatasetError(f"no measurement files under {self.root} for {where}")
+        for path in paths:
+            check_schema_version(path, self.fs)
+        dataset = ds.dataset(paths, filesystem=self.fs, format="parquet", partitioning="hive", schema=schema())
+        expr = None
+        for f in filters or ():
+            expr = f if expr is None else expr & f
+        return dataset.to_table(filter=expr)
+
+
+def check_schema_version(path: str, fs: pafs.FileSystem | None = None) -> None:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path, filesystem=fs).metadata or {}
+    found = meta.get(_META_KEY)
+    if found is None:
+        raise DatasetError(f"{path}: no tilecost.schema_version in the file metadata; not a tilecost dataset file")
+    if int(found) != SCHEMA_VERSION:
+        raise DatasetError(f"{path}: schema version {int(found)}, this tilecost reads version {SCHEMA_VERSION}")

@@ -1,0 +1,367 @@
+"""The sweep: a plan × the candidate space → rows in the dataset, resumable and crash-proof.
+
+Order of work. Problems already in the dataset for this run id are skipped. The rest are grouped by
+(dtype, layout, specialisation pattern) so that each group's kernels are compiled once, ahead, in
+parallel worker processes (:mod:`tilecost.collect.compile`), and then measured one problem at a time.
+Each finished problem is written as one Parquet file before the next starts
+(:class:`~tilecost.collect.store.DatasetStore`), so a sweep killed at any point loses at most the
+problem in flight, and the same command run again measures exactly what is missing.
+
+Crash isolation. Measuring happens in a child process (the "backend"). Before each configuration's
+first launch the child announces it; a configuration that kills the CUDA context (an illegal
+address) or the process is recorded as ``crashed`` by the parent, the child is restarted, and the
+problem is measured again without it.
+
+Which candidates. Held-out problems are measured over every candidate the space offers them, so
+that the best in the space is known. Training problems are measured over a seeded sample
+(``sample_fraction``): measuring is cheap next to compiling, but every new problem costs its
+candidates' screening, and a wider spread of problems teaches the model more than every candidate
+of fewer problems.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import multiprocessing
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping, Sequence, TextIO
+
+from tilecost.collect.plans import PlanEntry, Role
+from tilecost.collect.protocol import MeasureProtocol
+from tilecost.collect.store import DatasetStore
+from tilecost.config import TileConfig
+from tilecost.device import load_device
+from tilecost.measurement import Status
+from tilecost.problem import Problem
+from tilecost.space import problem_candidates
+
+__all__ = ["SweepSettings", "SweepSummary", "choose_candidates", "run_sweep", "shard"]
+
+MAX_CRASHES_PER_PROBLEM = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSettings:
+    """What a sweep run does; everything here (except ``workers``) goes into the run id."""
+
+    device_class: str = "h200"
+    sample_fraction: float = 0.35
+    min_sample: int = 64
+    seed: int = 0
+    protocol: MeasureProtocol = field(default_factory=MeasureProtocol)
+    backend: str = "tilecost.collect.backend:cuda_backend"
+    workers: int | None = None
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.sample_fraction <= 1:
+            raise ValueError(f"sample_fraction={self.sample_fraction} must be in (0, 1]")
+        if self.min_sample < 1:
+            raise ValueError(f"min_sample={self.min_sample} must be >= 1")
+
+    def resolved_run_id(self) -> str:
+        if self.run_id:
+            return self.run_id
+        fields = {k: v for k, v in asdict(self).items() if k not in ("workers", "run_id", "backend")}
+        digest = hashlib.blake2b(json.dumps(fields, sort_keys=True, default=str).encode(), digest_size=5)
+        return f"r{digest.hexdigest()}"
+
+
+@dataclass
+class SweepSummary:
+    run_id: str
+    problems_planned: int = 0
+    problems_skipped: int = 0
+    problems_done: int = 0
+    rows: int = 0
+    status_counts: dict[str, int] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    measure_seconds: float = 0.0
+    files: list[str] = field(default_factory=list)
+    stopped_early: bool = False
+
+    def line(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.status_counts.items()))
+        return (
+            f"run {self.run_id}: {self.problems_done} problems measured, {self.problems_skipped} already in the "
+            f"dataset, {self.rows} rows ({counts}); compile {self.compile_seconds:.0f} s, "
+            f"measure {self.measure_seconds:.0f} s"
+            + ("; stopped at the time budget, run again to resume" if self.stopped_early else "")
+        )
+
+
+def shard(entries: Sequence[PlanEntry], index: int, count: int) -> list[PlanEntry]:
+    """Deterministic share ``index`` of ``count`` (by a hash of the problem key, so that the split
+    does not depend on the plan's order and every problem lands in exactly one shard)."""
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
+    def h(e: PlanEntry) -> int:
+        return int.from_bytes(hashlib.blake2b(e.problem.key.encode(), digest_size=8).digest(), "big")
+
+    return [e for e in entries if h(e) % count == index]
+
+
+def choose_candidates(entry: PlanEntry, settings: SweepSettings) -> tuple[list[TileConfig], float]:
+    """The configs to measure for ``entry`` and the fraction of its candidates they are."""
+    cands = list(problem_candidates(entry.problem, load_device(settings.device_class)))
+    if entry.role is Role.HELDOUT or settings.sample_fraction >= 1:
+        return cands, 1.0
+    count = min(len(cands), max(settings.min_sample, math.ceil(settings.sample_fraction * len(cands))))
+    rng = random.Random(f"{settings.seed}:{entry.problem.key}")
+    picked = sorted(rng.sample(range(len(cands)), count))
+    return [cands[i] for i in picked], count / len(cands)
+
+
+# ------------------------------------------------------------------------------------- the child
+def _child(conn: Any, backend_path: str, protocol: MeasureProtocol) -> None:
+    """Measuring process: receives (problem key, config keys, seed), announces each config before
+    launching it, replies with the outcomes. A CUDA error ends the process after saying so."""
+    module, _, name = backend_path.partition(":")
+    backend = getattr(importlib.import_module(module), name)(protocol)
+    conn.send(("ready", backend.fingerprint))
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        problem_key, config_keys, seed = msg
+        problem = Problem.from_key(problem_key)
+        configs = [TileConfig.from_key(k) for k in config_keys]
+        try:
+            outcomes = backend.measure(problem, configs, seed, lambda key: conn.send(("config", key)))
+        except backend.context_lost as exc:
+            conn.send(("lost", exc.config_key, str(exc)[:500]))
+            return
+        conn.send(("done", outcomes))
+
+
+class _Child:
+    def __init__(self, backend: str, protocol: MeasureProtocol):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child_conn = ctx.Pipe()
+        self.proc = ctx.Process(target=_child, args=(child_conn, backend, protocol), daemon=True)
+        self.proc.start()
+        child_conn.close()
+        tag, self.fingerprint = self._recv()
+        if tag != "ready":
+            raise RuntimeError(f"measuring process failed to start: {tag}")
+
+    def _recv(self) -> Any:
+        try:
+            return self.conn.recv()
+        except EOFError:
+            self.proc.join(5)
+            return ("died", self.proc.exitcode)
+
+    def measure(self, problem: Problem, configs: Sequence[TileConfig], seed: int) -> tuple[str, Any]:
+        self.conn.send((problem.key, [c.key for c in configs], seed))
+        current = None
+        while True:
+            msg = self._recv()
+            if msg[0] == "config":
+                current = msg[1]
+            elif msg[0] == "done":
+                return "done", msg[1]
+            elif msg[0] == "lost":
+                return "crashed", (msg[1], msg[2])
+            else:  # the process died: blame the config it had announced last
+                return "crashed", (current, f"measuring process exited with code {msg[1]}")
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+# ------------------------------------------------------------------------------------- progress
+class Progress:
+    """One status line: problems, configs, rate and ETA; a line per update when not a terminal."""
+
+    def __init__(self, total_problems: int, total_configs: int, stream: TextIO = sys.stderr):
+        self.total_problems, self.total_configs = total_problems, total_configs
+        self.problems = self.configs = 0
+        self.start = time.monotonic()
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def update(self, problems: int, configs: int, note: str = "") -> None:
+        self.problems += problems
+        self.configs += configs
+        elapsed = time.monotonic() - self.start
+        rate = self.configs / elapsed if elapsed > 0 else 0.0
+        left = self.total_configs - self.configs
+        eta = f"{left / rate / 60:.1f} min" if rate > 0 and left > 0 else "-"
+        line = (
+            f"[{self.problems}/{self.total_problems} problems] {self.configs}/{self.total_configs} configs "
+            f"{rate:.0f} configs/s ETA {eta} {note}"
+        )
+        self.stream.write(("\r" + line.ljust(110)) if self.tty else line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+# ------------------------------------------------------------------------------------- the sweep
+def _rows(
+    entry: PlanEntry,
+    outcomes: Sequence[Mapping[str, Any]],
+    fingerprint: Mapping[str, Any],
+    run_id: str,
+    fraction: float,
+) -> list[dict[str, Any]]:
+    now = datetime.now(timezone.utc)
+    p = entry.problem
+    base = dict(fingerprint)
+    base.update(
+        run_id=run_id, timestamp=now, family=entry.family, role=entry.role.value, sample_fraction=fraction,
+        problem_key=p.key, m=p.m, n=p.n, k=p.k, dtype=p.dtype.value, layout=p.layout.value,
+    )  # fmt: skip
+    rows = []
+    for o in outcomes:
+        config = TileConfig.from_key(o["config_id"])
+        row = dict(base)
+        row.update(config_id=config.key, **config.to_dict())
+        row.update({k: v for k, v in o.items() if k != "config_id"})
+        rows.append(row)
+    return rows
+
+
+def run_sweep(
+    entries: Sequence[PlanEntry],
+    store: DatasetStore,
+    settings: SweepSettings = SweepSettings(),
+    progress_stream: TextIO | None = sys.stderr,
+    precompile_fn: Callable[..., Mapping[tuple[str, str], Any]] | None = None,
+    time_budget_s: float | None = None,
+) -> SweepSummary:
+    """Measure every entry not yet in ``store`` for this run id; see the module docstring.
+
+    ``precompile_fn`` (default: :func:`tilecost.collect.compile.precompile` for the CUDA backend,
+    none otherwise) compiles a group's kernels ahead of measuring. With ``time_budget_s`` no new
+    problem is started once that many seconds have passed (the rest is left for the next run, which
+    resumes); groups with the most problems go first, so a budget buys the most problems per compile.
+    """
+    started = time.monotonic()
+    run_id = settings.resolved_run_id()
+    summary = SweepSummary(run_id=run_id, problems_planned=len(entries))
+    store.clean_partial()
+    todo = []
+    for entry in entries:
+        if store.has(settings.device_class, entry.problem, run_id):
+            summary.problems_skipped += 1
+        else:
+            configs, fraction = choose_candidates(entry, settings)
+            todo.append((entry, configs, fraction))
+    if precompile_fn is None and settings.backend.endswith(":cuda_backend"):
+        from tilecost.collect.compile import precompile as precompile_fn
+
+    from tilecost.collect.compile import problem_pattern
+
+    def group_of(item: tuple[PlanEntry, list[TileConfig], float]) -> str:
+        return problem_pattern(item[0].problem)
+
+    sizes: dict[str, int] = {}
+    for item in todo:
+        sizes[group_of(item)] = sizes.get(group_of(item), 0) + 1
+    todo.sort(key=lambda item: (-sizes[group_of(item)], group_of(item)))
+    progress = Progress(len(todo), sum(len(c) for _, c, _ in todo), progress_stream) if progress_stream else None
+    child: _Child | None = None
+    try:
+        i = 0
+        while i < len(todo):
+            if time_budget_s is not None and time.monotonic() - started > time_budget_s:
+                summary.stopped_early = True
+                break
+            group = group_of(todo[i])
+            j = i
+            while j < len(todo) and group_of(todo[j]) == group:
+                j += 1
+            batch = todo[i:j]
+            compiled: Mapping[tuple[str, str], Any] = {}
+            if precompile_fn is not None:
+                t0 = time.monotonic()
+                pairs = [(e.problem, c) for e, cs, _ in batch for c in cs]
+                if progress:
+                    progress.update(0, 0, f"compiling {len(pairs)} pairs of pattern {group}")
+                compiled = precompile_fn(pairs, workers=settings.workers)
+                summary.compile_seconds += time.monotonic() - t0
+            for entry, configs, fraction in batch:
+                if time_budget_s is not None and time.monotonic() - started > time_budget_s:
+                    summary.stopped_early = True
+                    break
+                t0 = time.monotonic()
+                if child is None:
+                    child = _Child(settings.backend, settings.protocol)
+                    found = child.fingerprint.get("device_class")
+                    if found != settings.device_class:
+                        raise ValueError(
+                            f"device_class={settings.device_class!r} was asked for, but the measuring "
+                            f"process runs on {child.fingerprint.get('gpu_name')!r} ({found!r})"
+                        )
+                outcomes, child = _measure_entry(entry, configs, compiled, child, settings)
+                rows = _rows(entry, outcomes, child.fingerprint if child else {}, run_id, fraction)
+                path = store.write_problem(settings.device_class, entry.problem, run_id, rows)
+                summary.files.append(path)
+                summary.problems_done += 1
+                summary.rows += len(rows)
+                for r in rows:
+                    summary.status_counts[r["status"]] = summary.status_counts.get(r["status"], 0) + 1
+                summary.measure_seconds += time.monotonic() - t0
+                if progress:
+                    progress.update(1, len(configs), entry.problem.key)
+            i = j
+    finally:
+        if child is not None:
+            child.close()
+        if progress:
+            progress.close()
+    return summary
+
+
+def _measure_entry(
+    entry: PlanEntry,
+    configs: Sequence[TileConfig],
+    compiled: Mapping[tuple[str, str], Any],
+    child: _Child,
+    settings: SweepSettings,
+) -> tuple[list[dict[str, Any]], _Child]:
+    """Outcomes for every config of one problem, restarting the child around crashing configs."""
+    fixed: dict[str, dict[str, Any]] = {}
+    runnable = []
+    for c in configs:
+        res = compiled.get((entry.problem.key, c.key))
+        if res is not None and res.status is not Status.OK:
+            fixed[c.key] = {"config_id": c.key, "status": res.status.value, "error": res.error}
+        else:
+            runnable.append(c)
+    crashes = 0
+    while runnable:
+        tag, payload = child.measure(entry.problem, runnable, settings.seed)
+        if tag == "done":
+            for o in payload:
+                fixed[o["config_id"]] = o
+            break
+        key, message = payload
+        child.close()
+        child = _Child(settings.backend, settings.protocol)
+        crashes += 1
+        if key is None or crashes > MAX_CRASHES_PER_PROBLEM:
+            for c in runnable:
+                fixed[c.key] = {"config_id": c.key, "status": Status.CRASHED.value, "error": message}
+            break
+        fixed[key] = {"config_id": key, "status": Status.CRASHED.value, "error": message}
+        runnable = [c for c in runnable if c.key != key]
+    return [fixed[c.key] for c in configs], child

@@ -1,0 +1,150 @@
+"""The sweep end to end on CPU with the simulated backend: Parquet rows, resume, crashes, kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tilecost import DType, Layout, Problem
+from tilecost.collect.plans import PlanEntry, Role, build_plan
+from tilecost.collect.protocol import MeasureProtocol
+from tilecost.collect.store import SCHEMA_VERSION, DatasetStore
+from tilecost.collect.sweep import SweepSettings, choose_candidates, run_sweep, shard
+from tilecost.errors import DatasetError
+
+SIM = "tilecost.collect.simulated:simulated_backend"
+
+
+def _entries():
+    return [
+        PlanEntry(Problem(64, 256, 512, DType.BF16, Layout.NT), "random", Role.TRAIN),
+        PlanEntry(Problem(16, 4096, 1024, DType.BF16, Layout.NT), "decode", Role.HELDOUT),
+        PlanEntry(Problem(100, 200, 300, DType.FP16, Layout.NN), "unaligned", Role.TRAIN),
+    ]
+
+
+def _settings(**kw):
+    return SweepSettings(backend=SIM, sample_fraction=0.1, min_sample=8, protocol=MeasureProtocol(rounds=1), **kw)
+
+
+def test_sweep_writes_one_file_per_problem_with_every_row(tmp_path):
+    store = DatasetStore(tmp_path)
+    summary = run_sweep(_entries(), store, _settings(), progress_stream=None)
+    assert summary.problems_done == 3 and summary.problems_skipped == 0
+    files = store.files("h200")
+    assert len(files) == 3
+    assert all("/device_class=h200/dtype=" in f and "/layout=" in f for f in files)
+    table = store.read("h200")
+    assert table.num_rows == summary.rows
+    expected = sum(len(choose_candidates(e, _settings())[0]) for e in _entries())
+    assert table.num_rows == expected
+    meta = pq.read_schema(files[0]).metadata
+    assert int(meta[b"tilecost.schema_version"]) == SCHEMA_VERSION
+    df = table.to_pandas()
+    held = df[df.role == "heldout"]
+    assert (held.sample_fraction == 1.0).all(), "held-out problems are measured over all their candidates"
+    assert set(df.status) <= {"ok", "hopeless"}
+    assert df.gpu_name.str.startswith("SIMULATED").all()
+
+
+def test_rerun_resumes_and_duplicates_nothing(tmp_path):
+    store = DatasetStore(tmp_path)
+    run_sweep(_entries()[:2], store, _settings(), progress_stream=None)
+    again = run_sweep(_entries(), store, _settings(), progress_stream=None)
+    assert again.problems_skipped == 2 and again.problems_done == 1
+    df = store.read("h200").to_pandas()
+    assert not df.duplicated(["problem_key", "config_id", "run_id"]).any()
+    assert df.problem_key.nunique() == 3
+
+
+def test_a_crashing_config_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    entry = _entries()[0]
+    configs, _ = choose_candidates(entry, _settings())
+    victim = configs[3].key
+    monkeypatch.setenv("TILECOST_SIMULATED_CRASH", victim)
+    store = DatasetStore(tmp_path)
+    summary = run_sweep([entry], store, _settings(), progress_stream=None)
+    df = store.read("h200").to_pandas().set_index("config_id")
+    assert df.loc[victim, "status"] == "crashed"
+    assert "exited with code 13" in df.loc[victim, "error"]
+    assert (df.drop(index=victim).status.isin(["ok", "hopeless"])).all()
+    assert summary.status_counts["crashed"] == 1
+
+
+def test_kill_minus_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
+    dataset = tmp_path / "ds"
+    cmd = [
+        sys.executable, "-m", "tilecost.cli", "collect", "--dataset", str(dataset), "--backend", SIM,
+        "--family", "random=6", "--dtypes", "bf16", "--layouts", "nt", "--sample-fraction", "0.05", "--rounds", "1",
+    ]  # fmt: skip
+    env = dict(os.environ, TILECOST_SIMULATED_DELAY_S="0.4")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(dataset.rglob("*.parquet"))) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = len(list(dataset.rglob("*.parquet")))
+    assert 2 <= partial < 6, "the kill must land mid-sweep"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{partial} already in the dataset" in done.stdout + done.stderr
+    df = DatasetStore(dataset).read("h200").to_pandas()
+    assert df.problem_key.nunique() == 6
+    assert not df.duplicated(["problem_key", "config_id"]).any()
+    assert not list(dataset.rglob("*.tmp"))
+
+
+def test_shards_partition_the_plan():
+    plan = build_plan({"random": 30}, [DType.BF16], [Layout.NT])
+    parts = [shard(plan, i, 4) for i in range(4)]
+    keys = [e.problem.key for p in parts for e in p]
+    assert sorted(keys) == sorted(e.problem.key for e in plan)
+    with pytest.raises(ValueError, match="shard"):
+        shard(plan, 4, 4)
+
+
+def test_reading_a_file_of_another_schema_version_is_refused(tmp_path):
+    import pyarrow as pa
+
+    store = DatasetStore(tmp_path)
+    run_sweep(_entries()[:1], store, _settings(), progress_stream=None)
+    path = store.files()[0]
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({b"tilecost.schema_version": b"99"}), path)
+    with pytest.raises(DatasetError, match="schema version 99"):
+        store.read("h200")
+    with pytest.raises(DatasetError, match="no measurement files"):
+        DatasetStore(tmp_path / "empty").read("h200")
+    assert pa is not None
+
+
+def test_bad_status_is_refused_before_anything_is_written(tmp_path):
+    store = DatasetStore(tmp_path)
+    with pytest.raises(DatasetError, match="status"):
+        store.write_problem("h200", Problem(8, 8, 8), "r1", [{"status": "great"}])
+    assert store.files() == []
+
+
+def test_stale_tmp_files_are_cleaned(tmp_path):
+    d = Path(tmp_path) / "device_class=h200" / "dtype=bf16" / "layout=nt"
+    d.mkdir(parents=True)
+    (d / "x.parquet.abc.tmp").write_bytes(b"partial")
+    assert DatasetStore(tmp_path).clean_partial() == 1
+
+
+def test_time_budget_stops_between_problems_and_a_rerun_resumes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", "0.3")
+    store = DatasetStore(tmp_path)
+    first = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=0.1)
+    assert first.stopped_early and 1 <= first.problems_done < 3
+    assert "run again to resume" in first.line()
+    second = run_sweep(_entries(), store, _settings(), progress_stream=None)
+    assert second.problems_skipped == first.problems_done and not second.stopped_early
