@@ -161,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-problems", type=int, default=None)
     p.add_argument("--time-budget-s", type=float, default=None, help="start no new problem after this long")
     p.set_defaults(func=_cmd_collect)
+
+    # Stage packages add their own commands; each register() imports nothing heavy.
+    from tilecost.predict.cli import register as register_predict
+    from tilecost.train.cli import register as register_train
+
+    register_train(sub)
+    register_predict(sub)
     return parser
 
 

@@ -1,1 +1,3 @@
-"""tilecost.train"""
+"""tilecost.train: fit the XGBoost cost model per device class, evaluate it, track it in MLflow."""
+
+__all__: list[str] = []
