@@ -52,7 +52,7 @@ def _cmd_space(args: argparse.Namespace) -> int:
     if args.list:
         for c in space:
             print(c.key)
-    print(f"{len(space)} feasible configurations for {args.device} {args.dtype} {args.layout}", file=sys.stderr)
+    print(f"{len(space)} feasible configurations for {args.device} {args.dtype.value} {args.layout.value}", file=sys.stderr)
     return 0
 
 
