@@ -22,7 +22,6 @@ import sys
 import time
 
 from tilecost import DType, Layout, Problem, TileConfig
-from tilecost.device import load_device
 from tilecost.space import problem_candidates
 
 SHAPES = [
@@ -93,7 +92,11 @@ def main() -> int:
         res = run_problem(p, configs, timer, protocol, with_baseline=True)
         timed = [o for o in res.outcomes if o.timing is not None and o.status.value == "ok"]
         if not timed or res.baseline is None:
-            print(json.dumps({"problem": p.key, "error": "no config timed", "statuses": [o.status.value for o in res.outcomes]}))
+            print(
+                json.dumps(
+                    {"problem": p.key, "error": "no config timed", "statuses": [o.status.value for o in res.outcomes]}
+                )
+            )
             continue
         best = min(timed, key=lambda o: o.timing.median_us)
         fixed = next((o for o in timed if o.config.key == "ptr-128x128x64-g8-s1-w4-p3"), None)
@@ -124,12 +127,19 @@ def main() -> int:
         "wall_s": time.time() - t0,
     }
     with open(args.out, "w") as f:
-        json.dump({"env": env, "rows": rows, "compile_failures": {f"{k[0]} {k[1]}": v.error for k, v in bad.items()}}, f, indent=1)
+        json.dump(
+            {"env": env, "rows": rows, "compile_failures": {f"{k[0]} {k[1]}": v.error for k, v in bad.items()}},
+            f,
+            indent=1,
+        )
     speeds = [r["speed_vs_vendor"] for r in rows]
-    print(f"\n| problem | vendor µs | best µs | best config | best/vendor speed |")
+    print("\n| problem | vendor µs | best µs | best config | best/vendor speed |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['problem']} | {r['vendor_us']:.1f} | {r['best_us']:.1f} | {r['best_config']} | {r['speed_vs_vendor']:.2f} |")
+        print(
+            f"| {r['problem']} | {r['vendor_us']:.1f} | {r['best_us']:.1f} | {r['best_config']} "
+            f"| {r['speed_vs_vendor']:.2f} |"
+        )
     gm = math.exp(sum(math.log(s) for s in speeds) / len(speeds))
     print(f"\ngeometric mean speed vs vendor {gm:.3f}, min {min(speeds):.3f}; {env}")
     return 0

@@ -12,7 +12,8 @@ CPU runs lives in :mod:`tilecost.collect.simulated` and labels everything it pro
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tilecost.collect.protocol import MeasureProtocol
 from tilecost.config import TileConfig

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.measurement import Status

@@ -42,6 +42,7 @@ __all__ = [
     "to_triton_config",
 ]
 
+
 @triton.jit
 def _tile_coords(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """Grouped ('swizzled') tile order: GROUP_M rows of tiles are walked column by column."""

@@ -113,9 +113,7 @@ class BoundMatmul:
         if out is None:
             out = torch.empty((m, n), dtype=out_dtype, device=a.device)
         elif tuple(out.shape) != (m, n) or out.dtype != out_dtype or not out.is_contiguous():
-            raise ValueError(
-                f"out must be a contiguous {m}×{n} {out_dtype} tensor, got {tuple(out.shape)} {out.dtype}"
-            )
+            raise ValueError(f"out must be a contiguous {m}×{n} {out_dtype} tensor, got {tuple(out.shape)} {out.dtype}")
         largest = max(m * k, k * n, m * n * config.split_k)
         if largest > _MAX_ELEMENTS:
             raise UnsupportedError(f"{problem}: an operand or workspace of {largest} elements exceeds 2**31 - 1")
@@ -169,7 +167,9 @@ class BoundMatmul:
         self._kernel[self._grid](*self._args, **self._meta)
         split = self.config.split_k
         if split > 1:
-            self._reduce(self._ws, self.out, self.problem.m * self.problem.n, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4)
+            self._reduce(
+                self._ws, self.out, self.problem.m * self.problem.n, SPLIT_K=split, BLOCK=REDUCE_BLOCK, num_warps=4
+            )
         return self.out
 
     def compile(self) -> KernelInfo:

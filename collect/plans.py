@@ -22,9 +22,9 @@ import hashlib
 import json
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from tilecost.problem import DType, Layout, Problem
 
@@ -100,9 +100,7 @@ TOKENS = (1, 8, 32, 128, 512, 2048, 8192)
 
 
 def _layers(rng: random.Random, count: int, dtype: DType, layout: Layout) -> list[Problem]:
-    all_shapes = [
-        Problem(t, n, k, dtype, layout) for _, n, k in LAYER_SHAPES for t in TOKENS if _fits(t, n, k, dtype)
-    ]
+    all_shapes = [Problem(t, n, k, dtype, layout) for _, n, k in LAYER_SHAPES for t in TOKENS if _fits(t, n, k, dtype)]
     rng.shuffle(all_shapes)
     return all_shapes[:count]
 

@@ -29,10 +29,11 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Mapping, Protocol, Sequence, TypeVar
+from typing import Protocol, TypeVar
 
-__all__ = ["MeasureProtocol", "RoundTimer", "Telemetry", "Timing", "measure"]
+__all__ = ["DEFAULT_PROTOCOL", "MeasureProtocol", "RoundTimer", "Telemetry", "Timing", "measure"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -132,10 +133,13 @@ def _summarise(samples: list[float], hopeless: bool, readings: list[Telemetry]) 
     )
 
 
+DEFAULT_PROTOCOL = MeasureProtocol()
+
+
 def measure(
     launchers: Mapping[K, Callable[[], object]],
     timer: RoundTimer,
-    protocol: MeasureProtocol = MeasureProtocol(),
+    protocol: MeasureProtocol = DEFAULT_PROTOCOL,
     on_round: Callable[[int, int], None] | None = None,
     exempt: frozenset[K] = frozenset(),
 ) -> dict[K, Timing]:

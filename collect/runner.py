@@ -18,10 +18,11 @@ this in a restartable process, records it as ``crashed``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
-from tilecost.collect.protocol import MeasureProtocol, RoundTimer, Timing, measure
+from tilecost.collect.protocol import DEFAULT_PROTOCOL, MeasureProtocol, RoundTimer, Timing, measure
 from tilecost.config import TileConfig
 from tilecost.measurement import Status
 from tilecost.problem import DType, Layout, Problem
@@ -29,7 +30,15 @@ from tilecost.problem import DType, Layout, Problem
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BASELINE_KEY", "ConfigOutcome", "ContextLost", "ProblemOutcome", "TOLERANCE", "make_operands", "run_problem"]
+__all__ = [
+    "BASELINE_KEY",
+    "ConfigOutcome",
+    "ContextLost",
+    "ProblemOutcome",
+    "TOLERANCE",
+    "make_operands",
+    "run_problem",
+]
 
 # Relative Frobenius error ‖C − C64‖ / ‖C64‖ allowed per dtype (see tests/test_kernels.py for the
 # derivation: tf32 and fp16 ~3e-4 expected, bf16 ~2.3e-3, fp8 with bf16 output a little more).
@@ -112,7 +121,7 @@ def run_problem(
     problem: Problem,
     configs: Sequence[TileConfig],
     timer: RoundTimer,
-    protocol: MeasureProtocol = MeasureProtocol(),
+    protocol: MeasureProtocol = DEFAULT_PROTOCOL,
     *,
     seed: int = 0,
     with_baseline: bool = False,
@@ -137,7 +146,9 @@ def run_problem(
     max_split = max((c.split_k for c in configs), default=1)
     out_dtype = torch.bfloat16 if problem.dtype is DType.FP8 else a.dtype
     out = torch.empty((problem.m, problem.n), dtype=out_dtype, device=device)
-    workspace = torch.empty(max_split * problem.m * problem.n if max_split > 1 else 1, dtype=torch.float32, device=device)
+    workspace = torch.empty(
+        max_split * problem.m * problem.n if max_split > 1 else 1, dtype=torch.float32, device=device
+    )
     outcomes: dict[str, ConfigOutcome] = {}
     launchers: dict[str, Callable[[], object]] = {}
     for config in configs:
@@ -161,7 +172,9 @@ def run_problem(
             raise ContextLost(config.key, str(exc)[:500]) from exc
         meta = dict(registers=info.registers, spills=info.spills, smem_bytes=info.smem_bytes)
         if first_s > timeout_s:
-            outcomes[config.key] = ConfigOutcome(config, Status.TIMEOUT, error=f"first launch took {first_s:.1f} s", **meta)
+            outcomes[config.key] = ConfigOutcome(
+                config, Status.TIMEOUT, error=f"first launch took {first_s:.1f} s", **meta
+            )
             continue
         err = _relative_error(c, ref)
         if not err < TOLERANCE[problem.dtype]:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tilecost.collect.protocol import MeasureProtocol
 from tilecost.config import KernelVariant, TileConfig
@@ -62,7 +63,7 @@ class SimulatedBackend:
         base = roofline_time_us(problem, ConfigArrays.from_configs(configs), self.device)
         out = []
         aligned16 = problem.n % 16 == 0 and problem.k % 16 == 0
-        for c, t in zip(configs, base):
+        for c, t in zip(configs, base, strict=True):
             factor = 1.0 + 0.6 / c.num_stages + 0.15 * abs(c.num_warps - 4) / 4
             if c.variant is KernelVariant.PTR and not aligned16:
                 factor *= 3.0  # narrow loads on unaligned rows (FACTS.md: 4-7x on the real card)
@@ -84,18 +85,20 @@ class SimulatedBackend:
         times = self.times_us(problem, configs)
         best = min(times)
         rows = []
-        for c, t in zip(configs, times):
+        for c, t in zip(configs, times, strict=True):
             t *= 1.0 + 0.01 * (_unit(seed, problem.key, c.key, "noise") - 0.5)
             hopeless = t > self.protocol.hopeless_factor * best
-            rows.append({
-                "config_id": c.key,
-                "status": (Status.HOPELESS if hopeless else Status.OK).value,
-                "time_us": t,
-                "spread": 0.01,
-                "reps": 1 if hopeless else self.protocol.rounds * self.protocol.reps_for(t),
-                "rel_error": 0.0,
-                "throttled_rounds": 0,
-            })
+            rows.append(
+                {
+                    "config_id": c.key,
+                    "status": (Status.HOPELESS if hopeless else Status.OK).value,
+                    "time_us": t,
+                    "spread": 0.01,
+                    "reps": 1 if hopeless else self.protocol.rounds * self.protocol.reps_for(t),
+                    "rel_error": 0.0,
+                    "throttled_rounds": 0,
+                }
+            )
         return rows
 
 

@@ -18,8 +18,9 @@ refuse files of another version.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tilecost.errors import DatasetError
 from tilecost.measurement import Status
@@ -106,9 +107,7 @@ class DatasetStore:
 
     # ---------------------------------------------------------------- layout
     def partition_dir(self, device_class: str, problem: Problem) -> str:
-        return (
-            f"{self.root}/device_class={device_class}/dtype={problem.dtype.value}/layout={problem.layout.value}"
-        )
+        return f"{self.root}/device_class={device_class}/dtype={problem.dtype.value}/layout={problem.layout.value}"
 
     def file_path(self, device_class: str, problem: Problem, run_id: str) -> str:
         return f"{self.partition_dir(device_class, problem)}/{problem.key}--{run_id}.parquet"

@@ -21,6 +21,7 @@ of fewer problems.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -29,9 +30,10 @@ import multiprocessing
 import random
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
 from tilecost.collect.plans import PlanEntry, Role
 from tilecost.collect.protocol import MeasureProtocol
@@ -102,6 +104,7 @@ def shard(entries: Sequence[PlanEntry], index: int, count: int) -> list[PlanEntr
     does not depend on the plan's order and every problem lands in exactly one shard)."""
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
+
     def h(e: PlanEntry) -> int:
         return int.from_bytes(hashlib.blake2b(e.problem.key.encode(), digest_size=8).digest(), "big")
 
@@ -175,10 +178,8 @@ class _Child:
 
     def close(self) -> None:
         if self.proc.is_alive():
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):  # the child may be gone already
                 self.conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
             self.proc.join(10)
         if self.proc.is_alive():
             self.proc.kill()
@@ -222,7 +223,7 @@ def _rows(
     run_id: str,
     fraction: float,
 ) -> list[dict[str, Any]]:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     p = entry.problem
     base = dict(fingerprint)
     base.update(

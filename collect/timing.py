@@ -10,7 +10,8 @@ single synchronisation, so it never stalls the device queue in the middle of a r
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING
 
 from tilecost.collect.protocol import Telemetry
 
@@ -44,7 +45,9 @@ class NvmlReader:
             return None
         nv = self._nvml
         h = self._handle
-        reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons_fn = (
+            getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         return Telemetry(
             sm_clock_mhz=float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
             power_w=nv.nvmlDeviceGetPowerUsage(h) / 1000.0,

@@ -42,7 +42,10 @@ PTR_CONFIGS = [
     TileConfig(KernelVariant.PTR, 32, 32, 32, 1, 2, 2, 2),
     TileConfig(KernelVariant.PTR, 16, 64, 32, 1, 4, 4, 3),
 ]
-TMA_CONFIGS = [TileConfig(KernelVariant.TMA, c.block_m, c.block_n, c.block_k, c.group_m, c.split_k, c.num_warps, c.num_stages) for c in PTR_CONFIGS]
+TMA_CONFIGS = [
+    TileConfig(KernelVariant.TMA, c.block_m, c.block_n, c.block_k, c.group_m, c.split_k, c.num_warps, c.num_stages)
+    for c in PTR_CONFIGS
+]
 
 
 def _operands(m: int, n: int, k: int, dtype: DType, layout: Layout, device: str, seed: int):

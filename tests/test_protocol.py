@@ -64,7 +64,9 @@ def test_hopeless_candidates_stop_after_screening_with_their_bound():
 
 def test_exempt_baseline_never_sets_the_best_nor_is_hopeless():
     times = {"cublas": 1.0, "cfg": 10.0, "cfg2": 12.0}
-    result = measure(_launchers(times), FakeTimer(times), MeasureProtocol(hopeless_factor=2.0), exempt=frozenset({"cublas"}))
+    result = measure(
+        _launchers(times), FakeTimer(times), MeasureProtocol(hopeless_factor=2.0), exempt=frozenset({"cublas"})
+    )
     assert not result["cfg"].hopeless and not result["cfg2"].hopeless and not result["cublas"].hopeless
 
 

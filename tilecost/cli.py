@@ -12,8 +12,8 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tilecost.problem import DType, Layout
 
@@ -52,7 +52,10 @@ def _cmd_space(args: argparse.Namespace) -> int:
     if args.list:
         for c in space:
             print(c.key)
-    print(f"{len(space)} feasible configurations for {args.device} {args.dtype.value} {args.layout.value}", file=sys.stderr)
+    print(
+        f"{len(space)} feasible configurations for {args.device} {args.dtype.value} {args.layout.value}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from tilecost.errors import SpecError
 from tilecost.problem import DType
@@ -72,7 +73,9 @@ class DeviceSpec:
             raise SpecError(f"{self.device_class}: peak_dense_tflops lacks {', '.join(missing)}")
         for dtype, rate in self.peak_dense_tflops.items():
             if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
-                raise SpecError(f"{self.device_class}: peak_dense_tflops[{dtype.value}]={rate!r} must be a positive number")
+                raise SpecError(
+                    f"{self.device_class}: peak_dense_tflops[{dtype.value}]={rate!r} must be a positive number"
+                )
         object.__setattr__(self, "peak_dense_tflops", MappingProxyType(dict(self.peak_dense_tflops)))
 
     def peak_flops_per_s(self, dtype: DType) -> float:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import DeviceSpec, load_device
@@ -116,7 +116,8 @@ def hardware_infeasibility(config: TileConfig, dtype: DType, device: DeviceSpec)
     if regs > device.registers_per_sm:
         return f"about {regs:g} registers per block exceed {device.registers_per_sm} per SM"
     if config.split_k > 1 and max(config.block_m, config.block_n) > MAX_SPLIT_TILE:
-        return f"SPLIT_K with a {max(config.block_m, config.block_n)}-wide tile (split-K is for tiles up to {MAX_SPLIT_TILE})"
+        wide = max(config.block_m, config.block_n)
+        return f"SPLIT_K with a {wide}-wide tile (split-K is for tiles up to {MAX_SPLIT_TILE})"
     if config.block_k == 256 and dtype is not DType.FP8:
         return "BLOCK_K=256 is only in the fp8 space"
     return None
@@ -164,7 +165,9 @@ def tma_aligned(problem: Problem) -> bool:
     """
     dt = problem.dtype
     b_row = problem.n if problem.layout is Layout.NN else problem.k
-    return (problem.k * dt.in_bytes) % 16 == 0 and (b_row * dt.in_bytes) % 16 == 0 and (problem.n * dt.out_bytes) % 16 == 0
+    return (
+        (problem.k * dt.in_bytes) % 16 == 0 and (b_row * dt.in_bytes) % 16 == 0 and (problem.n * dt.out_bytes) % 16 == 0
+    )
 
 
 def problem_infeasibility(problem: Problem, config: TileConfig, device: DeviceSpec) -> str | None:
