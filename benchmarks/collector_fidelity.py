@@ -1,0 +1,175 @@
+"""Collector throughput and fidelity on the GPU (issue 3, item 4).
+
+On the fixed reference plan (``benchmarks/reference_plan.json``: 24 problems from 64×64×64 to 8192³) and a
+seeded sample of ``--configs`` candidates per problem, it measures:
+
+1. **Throughput.** The collector (parallel precompile + the interleaved protocol of ``tilecost.collect``)
+   against Triton's default loop over the same pairs: ``triton.testing.do_bench(fn)`` with its defaults
+   (25 ms warm-up, 100 ms of repetitions) for each config in turn. Compiling is reported apart: the default loop
+   compiles serially on first call, which is timed on a sample of ``--serial-compile-sample`` kernels in one
+   process with an empty cache and extrapolated; measuring is compared with every kernel already in the cache.
+2. **Fidelity.** On the first ``--fidelity-problems`` problems, a careful reference: do_bench(25 ms, 100 ms)
+   for every config, three rounds, configs in a fresh random order each round, median of the three. Spearman
+   rank correlation per problem between the collector's times and the reference's, and the reference time
+   of the collector's best over the reference best.
+
+Goals (issue 3): ≥ 10× faster than the default loop, Spearman ≥ 0.95 per problem, collector's best within 2%.
+
+Run on the GPU:  python benchmarks/collector_fidelity.py --out fidelity.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tilecost import Problem, TileConfig
+from tilecost.space import problem_candidates
+
+PLAN = Path(__file__).with_name("reference_plan.json")
+
+
+def reference_problems() -> list[Problem]:
+    return [Problem(**item) for item in json.loads(PLAN.read_text())]
+
+
+def sample(problem: Problem, count: int, seed: int = 0) -> list[TileConfig]:
+    cands = list(problem_candidates(problem, "h200"))
+    rng = random.Random(f"{seed}:{problem.key}")
+    return sorted(rng.sample(cands, min(count, len(cands))), key=lambda c: c.key)
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=v.__getitem__)
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for t in range(i, j + 1):
+                r[order[t]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    vx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    vy = sum((b - my) ** 2 for b in ry) ** 0.5
+    return cov / (vx * vy) if vx and vy else 1.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="fidelity.json")
+    parser.add_argument("--configs", type=int, default=40)
+    parser.add_argument("--fidelity-problems", type=int, default=6)
+    parser.add_argument("--serial-compile-sample", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=None)
+    args = parser.parse_args()
+
+    # A private Triton cache, so that the compile timings start cold.
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tilecost-triton-"))
+    import torch
+    import triton
+    from triton.testing import do_bench
+
+    from tilecost.collect.compile import precompile
+    from tilecost.collect.launch import bind
+    from tilecost.collect.protocol import MeasureProtocol
+    from tilecost.collect.runner import make_operands, run_problem
+    from tilecost.collect.timing import CudaEventTimer
+
+    plan = reference_problems()
+    pairs = [(p, c) for p in plan for c in sample(p, args.configs)]
+    out: dict = {"env": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                         "triton": triton.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+                 "problems": [p.key for p in plan], "pairs": len(pairs)}  # fmt: skip
+
+    # Serial compile cost of the default loop, on a sample, cold cache, one process.
+    t0 = time.perf_counter()
+    for p, c in pairs[: args.serial_compile_sample]:
+        a, b = make_operands(p)
+        bind(a, b, c).compile()
+    serial_per_kernel = (time.perf_counter() - t0) / args.serial_compile_sample
+    out["serial_compile_s_per_pair"] = serial_per_kernel
+
+    # 1. The collector: parallel precompile, then the protocol, problem by problem.
+    t0 = time.perf_counter()
+    compiled = precompile(pairs, workers=args.workers)
+    compile_s = time.perf_counter() - t0
+    timer = CudaEventTimer()
+    protocol = MeasureProtocol()
+    collector: dict[str, dict[str, float]] = {}
+    t0 = time.perf_counter()
+    for p in plan:
+        configs = [c for c in sample(p, args.configs) if compiled[(p.key, c.key)].status.value == "ok"]
+        res = run_problem(p, configs, timer, protocol)
+        collector[p.key] = {o.config.key: o.timing.median_us for o in res.outcomes if o.timing is not None}
+    collector_measure_s = time.perf_counter() - t0
+    out["collector"] = {
+        "compile_s": compile_s,
+        "measure_s": collector_measure_s,
+        "total_s": compile_s + collector_measure_s,
+    }
+
+    # 2. Triton's default loop over the same pairs (kernels already cached: measuring only).
+    t0 = time.perf_counter()
+    default: dict[str, dict[str, float]] = {}
+    for p in plan:
+        a, b = make_operands(p)
+        default[p.key] = {}
+        for c in sample(p, args.configs):
+            if c.key in collector[p.key]:
+                default[p.key][c.key] = do_bench(bind(a, b, c), return_mode="median") * 1000
+    default_measure_s = time.perf_counter() - t0
+    default_total = default_measure_s + serial_per_kernel * len(pairs)
+    out["default_loop"] = {"measure_s": default_measure_s, "compile_s_estimated": serial_per_kernel * len(pairs),
+                           "total_s_estimated": default_total}  # fmt: skip
+    out["speedup_total"] = default_total / out["collector"]["total_s"]
+    out["speedup_measure"] = default_measure_s / collector_measure_s
+
+    # 3. Fidelity against the careful reference.
+    rng = random.Random(0)
+    fidelity = []
+    for p in plan[: args.fidelity_problems]:
+        a, b = make_operands(p)
+        keys = [k for k in collector[p.key]]
+        bound = {k: bind(a, b, TileConfig.from_key(k)) for k in keys}
+        rounds: dict[str, list[float]] = {k: [] for k in keys}
+        for _ in range(3):
+            rng.shuffle(keys)
+            for k in keys:
+                rounds[k].append(do_bench(bound[k], warmup=25, rep=100, return_mode="median") * 1000)
+        ref = {k: statistics.median(v) for k, v in rounds.items()}
+        ks = sorted(ref)
+        coll_best = min(ks, key=lambda k: collector[p.key][k])
+        ref_best = min(ks, key=ref.__getitem__)
+        fidelity.append(
+            {
+                "problem": p.key,
+                "configs": len(ks),
+                "spearman": spearman([collector[p.key][k] for k in ks], [ref[k] for k in ks]),
+                "collector_best": coll_best,
+                "reference_best": ref_best,
+                "collector_best_over_reference_best": ref[coll_best] / ref[ref_best],
+            }
+        )
+        print(json.dumps(fidelity[-1]), flush=True)
+    out["fidelity"] = fidelity
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: v for k, v in out.items() if k not in ("fidelity", "problems")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
