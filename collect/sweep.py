@@ -266,10 +266,10 @@ def run_sweep(
         else:
             configs, fraction = choose_candidates(entry, settings)
             todo.append((entry, configs, fraction))
-    if precompile_fn is None and settings.backend.endswith(":cuda_backend"):
-        from tilecost.collect.compile import precompile as precompile_fn
+    from tilecost.collect.compile import precompile, problem_pattern
 
-    from tilecost.collect.compile import problem_pattern
+    if precompile_fn is None and settings.backend.endswith(":cuda_backend"):
+        precompile_fn = precompile
 
     def group_of(item: tuple[PlanEntry, list[TileConfig], float]) -> str:
         return problem_pattern(item[0].problem)

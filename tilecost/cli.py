@@ -12,7 +12,8 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 from tilecost.problem import DType, Layout
@@ -23,8 +24,8 @@ SHIPPED_DATASET = Path("datasets/measurements")
 DEFAULT_FAMILIES = {"random": 40, "layers": 40, "decode": 20, "unaligned": 20}
 
 
-def _csv(kind: type, text: str) -> list:
-    return [kind.parse(x.strip()) for x in text.split(",") if x.strip()]
+def _csv(parse: Callable[[str], Any], text: str) -> list[Any]:
+    return [parse(x.strip()) for x in text.split(",") if x.strip()]
 
 
 def _family(text: str) -> tuple[str, int]:
