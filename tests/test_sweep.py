@@ -148,3 +148,18 @@ def test_time_budget_stops_between_problems_and_a_rerun_resumes(tmp_path, monkey
     assert "run again to resume" in first.line()
     second = run_sweep(_entries(), store, _settings(), progress_stream=None)
     assert second.problems_skipped == first.problems_done and not second.stopped_early
+
+
+def test_gpus_fan_out_one_shard_per_gpu_into_one_dataset(tmp_path):
+    dataset = tmp_path / "ds"
+    cmd = [
+        sys.executable, "-m", "tilecost.cli", "collect", "--dataset", str(dataset), "--backend", SIM,
+        "--family", "random=5", "--dtypes", "bf16", "--layouts", "nt", "--sample-fraction", "0.05", "--rounds", "1",
+        "--gpus", "2",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 GPU workers finished with exit codes [0, 0]" in done.stdout
+    df = DatasetStore(dataset).read("h200").to_pandas()
+    assert df.problem_key.nunique() == 5
+    assert not df.duplicated(["problem_key", "config_id"]).any()

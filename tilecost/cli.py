@@ -76,7 +76,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         families = dict(args.family) if args.family else DEFAULT_FAMILIES
         entries = build_plan(families, args.dtypes, args.layouts, seed=args.seed)
     if args.gpus is not None and args.gpus != 1:
-        return _fan_out_gpus(args)
+        return _fan_out_gpus(args.gpus, args.argv)
     shard_spec = args.shard or _shard_from_env()
     if shard_spec:
         i, _, n = shard_spec.partition("/")
@@ -98,15 +98,14 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fan_out_gpus(args: argparse.Namespace) -> int:
+def _fan_out_gpus(gpus: int, argv: list[str]) -> int:
     """``--gpus N|all``: one sweep process per GPU, each on its own shard, all sharing the dataset."""
-    if args.gpus == 0:
+    if gpus == 0:
         import torch
 
         count = torch.cuda.device_count()
     else:
-        count = args.gpus
-    argv = [a for a in sys.argv[1:]]
+        count = gpus
     base = [sys.executable, "-m", "tilecost.cli", *_strip_option(argv, "--gpus")]
     procs = []
     for i in range(count):
@@ -176,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     return int(args.func(args))
 
 
