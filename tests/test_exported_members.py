@@ -21,7 +21,12 @@ PUBLIC_API = [
     "KernelVariant",
     "Layout",
     "NotFittedError",
+    "OODReason",
+    "OODVerdict",
+    "Prediction",
+    "Predictor",
     "Problem",
+    "Source",
     "SpecError",
     "TileConfig",
     "TilecostError",
@@ -30,7 +35,9 @@ PUBLIC_API = [
     "config_space",
     "list_device_classes",
     "load_device",
+    "predict_best",
     "problem_candidates",
+    "rank",
 ]
 
 CORE_MODULES = ["tilecost.config", "tilecost.device", "tilecost.errors", "tilecost.problem", "tilecost.space"]

@@ -3,6 +3,7 @@
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import DeviceSpec, list_device_classes, load_device
 from tilecost.errors import ArtifactError, DatasetError, NotFittedError, SpecError, TilecostError, UnsupportedError
+from tilecost.predict import OODReason, OODVerdict, Prediction, Predictor, Source, predict_best, rank
 from tilecost.problem import DType, Layout, Problem
 from tilecost.space import config_space, problem_candidates
 
@@ -16,7 +17,12 @@ __all__ = [
     "KernelVariant",
     "Layout",
     "NotFittedError",
+    "OODReason",
+    "OODVerdict",
+    "Prediction",
+    "Predictor",
     "Problem",
+    "Source",
     "SpecError",
     "TileConfig",
     "TilecostError",
@@ -25,5 +31,7 @@ __all__ = [
     "config_space",
     "list_device_classes",
     "load_device",
+    "predict_best",
     "problem_candidates",
+    "rank",
 ]

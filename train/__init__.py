@@ -1,3 +1,30 @@
-"""tilecost.train: fit the XGBoost cost model per device class, evaluate it, track it in MLflow."""
+"""tilecost.train: fit the XGBoost cost model per device class, evaluate it, track it in MLflow.
 
-__all__: list[str] = []
+Modules: ``dataset`` (reading and checking the Parquet measurements), ``model`` (:class:`CostModel`,
+the scikit-learn-style estimator and its target transforms), ``baselines`` and ``evaluate`` (judging
+a ranking on held-out problems), ``pipeline`` (a training run end to end), ``export`` (the predictor
+artifact), ``tracking`` (MLflow), ``loading`` (evaluating a saved model), ``cli`` (``tilecost train``
+and ``tilecost evaluate``). Importing this package imports neither xgboost, mlflow nor pandas; they
+load when a function needs them.
+"""
+
+from tilecost.train.dataset import Measurements, load_measurements
+from tilecost.train.evaluate import Evaluation, ProblemResult, evaluate_predictions
+from tilecost.train.loading import evaluate_saved_model, load_artifact_model
+from tilecost.train.model import CostModel
+from tilecost.train.pipeline import TrainResult, evaluate_model, grouped_cross_validation, train_device_class
+
+__all__ = [
+    "CostModel",
+    "Evaluation",
+    "Measurements",
+    "ProblemResult",
+    "TrainResult",
+    "evaluate_model",
+    "evaluate_predictions",
+    "evaluate_saved_model",
+    "grouped_cross_validation",
+    "load_artifact_model",
+    "load_measurements",
+    "train_device_class",
+]

@@ -1,11 +1,122 @@
-"""Commands of tilecost.train for the ``tilecost`` CLI (registered by tilecost.cli)."""
+"""Commands of tilecost.train for the ``tilecost`` CLI (registered by tilecost.cli).
+
+    tilecost train    --device-class h200                 fit, evaluate on held-out shapes, export, log to MLflow
+    tilecost evaluate --device-class h200 [--artifact DIR | --model-uri models:/tilecost-h200@champion]
+
+Both print the held-out evaluation table. Heavy libraries (xgboost, mlflow, pandas) are imported
+inside the command functions only, so ``tilecost --help`` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import sys
+from pathlib import Path
 from typing import Any
+
+from tilecost.problem import DType, Layout
+
+__all__ = ["register"]
+
+SHIPPED_DATASET = "datasets/measurements"
+
+
+def _csv(kind: type[DType] | type[Layout], text: str) -> list:
+    return [kind.parse(x.strip()) for x in text.split(",") if x.strip()]
+
+
+def _param(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with VALUE a Python literal (``max_depth=10``, ``target='log_time_us'``) or a bare word."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--param {text!r}: use NAME=VALUE, e.g. max_depth=10")
+    try:
+        return name.strip(), ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError):
+        return name.strip(), value.strip()
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default=SHIPPED_DATASET, help="dataset root (path or pyarrow URI)")
+    p.add_argument("--device-class", default="h200", help="device class to read (default h200)")
+    p.add_argument("--dtypes", type=lambda s: _csv(DType, s), default=None, help="e.g. bf16,fp16 (default: all)")
+    p.add_argument("--layouts", type=lambda s: _csv(Layout, s), default=None, help="e.g. nt,nn (default: all)")
+    p.add_argument("--triton-version", default=None, help="only rows measured with this Triton version")
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .export import default_export_dir
+    from .pipeline import train_device_class
+    from .tracking import describe, tracking_uri
+
+    export_dir = None if args.no_export else Path(args.export_dir or default_export_dir(args.device_class))
+    uri = None if args.no_mlflow else tracking_uri(args.tracking_uri)
+    params = dict(args.param or [])
+    params.setdefault("seed", args.seed)
+    if args.n_jobs is not None:
+        params["n_jobs"] = args.n_jobs
+    result = train_device_class(
+        args.dataset,
+        args.device_class,
+        dtypes=args.dtypes,
+        layouts=args.layouts,
+        triton_version=args.triton_version,
+        model_params=params,
+        cv_folds=args.cv_folds,
+        export_dir=export_dir,
+        tracking_uri=uri,
+        log=lambda line: print(line, file=sys.stderr),
+    )
+    print(result.report())
+    if result.run is not None:
+        print(describe(result.run))
+    where = f"artifact {result.artifact_dir}" if result.artifact_dir else "no artifact exported"
+    print(result.timing())
+    print(f"trained {args.device_class}; {where}")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .export import default_export_dir
+    from .loading import evaluate_saved_model
+
+    source = args.model_uri or str(args.artifact or default_export_dir(args.device_class))
+    evaluation, description = evaluate_saved_model(
+        args.dataset,
+        args.device_class,
+        artifact=None if args.model_uri else Path(source),
+        model_uri=args.model_uri,
+        tracking_uri=args.tracking_uri,
+        dtypes=args.dtypes,
+        layouts=args.layouts,
+        triton_version=args.triton_version,
+    )
+    print(description)
+    print(evaluation.table(per_problem=not args.summary_only))
+    return 0
 
 
 def register(sub: Any) -> None:
     """Add this package's subcommands to the CLI's subparsers. Imports nothing heavy."""
-    del sub
+    p = sub.add_parser("train", help="fit the XGBoost cost model of a device class, evaluate, export, track")
+    _add_data_options(p)
+    p.add_argument("--seed", type=int, default=0, help="XGBoost's sampling seed (recorded in the run)")
+    p.add_argument("--param", action="append", type=_param, help="CostModel parameter NAME=VALUE (repeatable)")
+    p.add_argument("--n-jobs", type=int, default=None, help="XGBoost threads (default: all cores)")
+    p.add_argument("--cv-folds", type=int, default=0, help="also run grouped K-fold CV over training problems")
+    p.add_argument("--export-dir", default=None, help="artifact directory (default tilecost/models/<device class>)")
+    p.add_argument("--no-export", action="store_true", help="do not write the predictor artifact")
+    p.add_argument(
+        "--tracking-uri", default=None, help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+    )
+    p.add_argument("--no-mlflow", action="store_true", help="do not log the run to MLflow")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate a trained model on the held-out problems, with baselines")
+    _add_data_options(p)
+    p.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
+    p.add_argument("--model-uri", default=None, help="an MLflow model URI instead, e.g. models:/tilecost-h200@champion")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI for --model-uri")
+    p.add_argument("--summary-only", action="store_true", help="omit the per-problem lines")
+    p.set_defaults(func=_cmd_evaluate)

@@ -1,0 +1,227 @@
+"""Predictor benchmark: latency, agreement with full scoring, OOD calibration, dispatch, top-k.
+
+    python benchmarks/predict_latency.py                          # the shipped h200 model if present,
+                                                                   # else a fixture trained here
+    python benchmarks/predict_latency.py --artifact DIR           # any exported artifact
+    python benchmarks/predict_latency.py --trees 300 --depth 8    # fixture of that size
+
+One thread (OMP/OpenBLAS/MKL pinned to 1 before numpy loads). Reports, for never-queried shapes
+drawn log-uniformly over the training domain (none of them measured, so none is answered from
+measurements): p50/p90/p99 of ``Predictor.predict_best``; p50 for a repeated shape; import time and
+first-call time in fresh interpreters; how often the shortlist's choice equals scoring every
+candidate with the full model (held-out problems and random shapes) and by how much it differs when
+not; the OOD calibration on the held-out problems; the run-time dispatch rule's speed and the
+model's top-5 against measured times. Writes JSON to ``--out``.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_name] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _percentiles(values_us: list[float]) -> dict[str, float]:
+    array = np.array(values_us)
+    return {f"p{q}": round(float(np.percentile(array, q)), 2) for q in (50, 90, 99)} | {
+        "max": round(float(array.max()), 1)
+    }
+
+
+def _fresh(code: str, runs: int) -> list[dict[str, float]]:
+    """Run ``code`` in fresh interpreters; each prints one JSON object of timings."""
+    out = []
+    for _ in range(runs):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+        out.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def import_and_first_call(artifact: Path, shape: tuple[int, int, int], runs: int) -> dict[str, Any]:
+    code = f"""
+import time, json, sys
+t0 = time.perf_counter()
+from tilecost import Predictor
+t1 = time.perf_counter()
+p = Predictor.load({str(artifact)!r})
+t2 = time.perf_counter()
+p.predict_best({shape!r}, measured=False)
+t3 = time.perf_counter()
+heavy = [m for m in ("torch", "triton", "mlflow", "pandas", "xgboost", "pyarrow") if m in sys.modules]
+print(json.dumps({{"import_s": t1 - t0, "load_s": t2 - t1, "first_query_s": t3 - t2, "heavy": heavy}}))
+"""
+    rows = _fresh(code, runs)
+    summary: dict[str, Any] = {
+        key: round(statistics.median(r[key] for r in rows), 4) for key in ("import_s", "load_s", "first_query_s")
+    }
+    summary["first_call_total_s"] = round(summary["load_s"] + summary["first_query_s"], 4)
+    summary["heavy_modules_imported"] = sorted({m for r in rows for m in r["heavy"]})
+    return summary
+
+
+def random_shapes(
+    rng: np.random.Generator, low: np.ndarray, high: np.ndarray, count: int, exclude: set[str]
+) -> list[tuple[int, int, int]]:
+    out: list[tuple[int, int, int]] = []
+    seen = set(exclude)
+    while len(out) < count:
+        m, n, k = (max(1, int(round(2.0 ** rng.uniform(lo, hi)))) for lo, hi in zip(low, high, strict=True))
+        key = f"{m}x{n}x{k}-bf16-nt"
+        if key not in seen:
+            seen.add(key)
+            out.append((m, n, k))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--artifact", type=Path, default=None)
+    parser.add_argument("--fixture-dir", type=Path, default=Path("/tmp/tilecost-predict-fixture"))
+    parser.add_argument("--trees", type=int, default=100)
+    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--step", type=float, default=1.0)
+    parser.add_argument("--top-n", type=int, default=8)
+    parser.add_argument("--interior", type=int, default=8)
+    parser.add_argument("--radius", type=float, default=2.0)
+    parser.add_argument("--new-shapes", type=int, default=2000)
+    parser.add_argument("--agreement-shapes", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    from tests.test_predict_fixture import build_fixture_artifact, load_dataset
+    from tilecost import Predictor, Problem
+    from tilecost.predict import calibrate_ood, dispatch_speed, shipped_devices
+
+    data = load_dataset()
+    report: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+    }
+    artifact = args.artifact
+    if artifact is None and "h200" in shipped_devices():
+        artifact = REPO / "tilecost" / "models" / "h200"
+    if artifact is None:
+        started = time.perf_counter()
+        export = {
+            "step_log2": args.step,
+            "top_n": args.top_n,
+            "interior_samples": args.interior,
+            "radius_log2": args.radius,
+        }
+        artifact = build_fixture_artifact(args.fixture_dir, data, trees=args.trees, depth=args.depth, export=export)
+        report["fixture"] = {"trees": args.trees, "depth": args.depth, **export,
+                             "build_s": round(time.perf_counter() - started, 1)}  # fmt: skip
+    report["artifact"] = str(artifact)
+    predictor = Predictor.load(artifact)
+    report["model"] = {"trees": predictor.ensemble.num_trees, "depth": predictor.ensemble.depth}
+    training, heldout = data.problems("train"), data.problems("heldout")
+    points = np.log2(np.array([[p.m, p.n, p.k] for p in training], dtype=float))
+    rng = np.random.default_rng(args.seed)
+    measured_keys = set(predictor.measured) | {p.key for p in training + heldout}
+    shapes = random_shapes(rng, points.min(axis=0), points.max(axis=0), 200 + args.new_shapes, measured_keys)
+
+    # Latency. The group (candidate space, feature columns) is built by the warm-up shapes.
+    for shape in shapes[:200]:
+        predictor.predict_best(shape)
+    latencies, in_distribution = [], []
+    for shape in shapes[200:]:
+        started = time.perf_counter_ns()
+        answer = predictor.predict_best(shape)
+        latencies.append((time.perf_counter_ns() - started) / 1e3)
+        if not answer.ood:
+            in_distribution.append(latencies[-1])
+    repeated = []
+    for _ in range(20000):
+        started = time.perf_counter_ns()
+        predictor.predict_best(shapes[-1])
+        repeated.append((time.perf_counter_ns() - started) / 1e3)
+    group = next(iter(predictor._groups.values()))
+    widths = [len(group.shortlist.members(i)) for i in range(len(group.shortlist.lists))] if group.shortlist else []
+    report["latency_us"] = {
+        "new_shape": _percentiles(latencies),
+        "new_shape_not_flagged": _percentiles(in_distribution) | {"shapes": len(in_distribution)},
+        "repeated_shape": _percentiles(repeated),
+        "shortlist_length_mean": round(float(np.mean(widths)), 1) if widths else None,
+    }
+    report["startup"] = import_and_first_call(artifact, shapes[0], runs=5)
+
+    # Agreement of the shortlist's choice with scoring every candidate, and OOD / top-k on held-out.
+    def agreement(problems: list[Problem]) -> dict[str, Any]:
+        same, ratios = 0, []
+        for problem in problems:
+            pick = predictor.predict_best(problem, measured=False)
+            full = predictor.rank(problem, 1, exhaustive=True, measured=False)[0]
+            same += pick.config == full.config
+            ratios.append(pick.time_us / full.time_us)
+        worse = [r for r in ratios if r > 1] or [1.0]
+        return {
+            "problems": len(problems),
+            "agree": same,
+            "agreement": round(same / len(problems), 4),
+            "predicted_slowdown_when_different_mean": round(float(np.mean(worse)), 4),
+            "predicted_slowdown_worst": [round(r, 4) for r in sorted(ratios)[-3:]],
+        }
+
+    random_problems = [Problem(*s) for s in shapes[200 : 200 + args.agreement_shapes]]
+    unflagged = [p for p in random_problems if not predictor.predict_best(p).ood]
+    report["agreement"] = {
+        "heldout": agreement(heldout),
+        "random": agreement(random_problems),
+        "random_not_flagged": agreement(unflagged),
+    }
+
+    fractions, top5, exhaustive_fractions = [], [], []
+    for problem in heldout:
+        times = data.times(problem)
+        best = min(times.values())
+        pick = predictor.predict_best(problem, measured=False).config.key
+        full = predictor.rank(problem, 5, exhaustive=True, measured=False)
+        fractions.append(best / times.get(pick, math.inf))
+        exhaustive_fractions.append(best / times.get(full[0].config.key, math.inf))
+        top5.append(best / min(times.get(p.config.key, math.inf) for p in full))
+    report["heldout_measured"] = {
+        "top1_fraction_mean": round(float(np.mean(fractions)), 4),
+        "top1_fraction_min": round(float(np.min(fractions)), 4),
+        "exhaustive_top1_fraction_mean": round(float(np.mean(exhaustive_fractions)), 4),
+        "top5_measured_fraction_mean": round(float(np.mean(top5)), 4),
+        "below_0.90": int(sum(f < 0.9 for f in fractions)),
+    }
+    report["ood_calibration"] = calibrate_ood(heldout, [min(f, 1.0) for f in fractions], training)
+    far = [Problem(1, 4096, 262144), Problem(65536, 65536, 65536)]
+    report["far_shapes_flagged"] = {p.key: [r.value for r in predictor.predict_best(p).ood.reasons] for p in far}
+    rule = predictor.dispatch_rule("bf16", "nt")
+    report["dispatch"] = {"rule": rule.describe().splitlines(),
+                          "heldout": dispatch_speed(rule, {p: data.times(p) for p in heldout}),
+                          "training": dispatch_speed(rule, {p: data.times(p) for p in training})}  # fmt: skip
+
+    text = json.dumps(report, indent=1)
+    print(text)
+    out = args.out or REPO / "benchmarks" / "results" / f"{report['date']}-predict-latency.json"
+    out.write_text(text + "\n")
+    lat = report["latency_us"]
+    print(f"new shape p50 {lat['new_shape']['p50']} us, p99 {lat['new_shape']['p99']} us; repeated p50 "
+          f"{lat['repeated_shape']['p50']} us; agreement {report['agreement']['heldout']['agreement']} (held-out), "
+          f"{report['agreement']['random']['agreement']} (random); written to {out}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Out-of-distribution verdicts: when a prediction should not be trusted, and why.
+
+A verdict is a tuple of :class:`OODReason` members (empty: in distribution; truthy when flagged), the
+way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instead. Reasons:
+
+* ``DIM_OUTSIDE_TRAINING_RANGE``: log2 M, N or K lies outside the range of the training problems of
+  the same dtype and layout (of all training problems if that group has none);
+* ``SPARSE_NEIGHBOURHOOD``: the Euclidean distance in (log2 M, log2 N, log2 K) from the problem to
+  its ``neighbours``-th nearest training problem of the same dtype and layout exceeds a threshold,
+  calibrated on held-out problems by :func:`calibrate_ood` and stored in ``metadata.ood``
+  (:data:`DEFAULT_SPARSE_DISTANCE_LOG2` when none is stored);
+* ``UNSEEN_DTYPE``, ``UNSEEN_LAYOUT``: no training problem had that dtype or layout;
+* ``DEVICE_MISMATCH``, ``TRITON_VERSION_MISMATCH``: the predictor was asked about another device
+  class, or runs next to another Triton release, than the artifact's measurements came from.
+
+The training domain travels in ``metadata.domain`` in the form :func:`training_domain` writes.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tilecost.errors import ArtifactError
+from tilecost.problem import DType, Layout, Problem
+
+__all__ = [
+    "DEFAULT_NEIGHBOURS",
+    "DEFAULT_SPARSE_DISTANCE_LOG2",
+    "OODChecker",
+    "OODReason",
+    "OODVerdict",
+    "calibrate_ood",
+    "training_domain",
+]
+
+# With no calibrated threshold: flag a problem more than 1.5 octaves (Euclidean, in log2 M, N, K)
+# from its nearest training problem. On the first H200 dataset (92 training problems) the 19 held-out
+# problems lie 0.26-2.58 octaves from their nearest training problem, 16 of them within 1.5.
+DEFAULT_SPARSE_DISTANCE_LOG2 = 1.5
+DEFAULT_NEIGHBOURS = 1
+
+
+class OODReason(enum.Enum):
+    """Why a prediction is flagged as out of distribution."""
+
+    DIM_OUTSIDE_TRAINING_RANGE = "dim_outside_training_range"
+    SPARSE_NEIGHBOURHOOD = "sparse_neighbourhood"
+    UNSEEN_DTYPE = "unseen_dtype"
+    UNSEEN_LAYOUT = "unseen_layout"
+    DEVICE_MISMATCH = "device_mismatch"
+    TRITON_VERSION_MISMATCH = "triton_version_mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class OODVerdict:
+    """The reasons a problem is out of distribution (none: in distribution) and its distance in
+    octaves to the nearest training problems of its dtype and layout (inf when there are none)."""
+
+    reasons: tuple[OODReason, ...] = ()
+    neighbour_distance_log2: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.reasons)
+
+
+def _group(dtype: DType, layout: Layout) -> str:
+    return f"{dtype.value}-{layout.value}"
+
+
+def _log2_points(problems: Sequence[Problem]) -> NDArray[np.float64]:
+    return np.log2(np.array([[p.m, p.n, p.k] for p in problems], dtype=np.float64).reshape(-1, 3))
+
+
+def training_domain(problems: Sequence[Problem]) -> dict[str, Any]:
+    """The ``metadata.domain`` of a model trained on ``problems``: dtypes, layouts, problem keys.
+
+    Training calls this with its training problems (not the held-out ones). The ranges and
+    neighbourhoods the predictor checks are derived from the problem keys when it loads.
+    """
+    if not problems:
+        raise ValueError("problems is empty; a model is trained on at least one problem")
+    points = _log2_points(problems)
+    return {
+        "dtypes": sorted({p.dtype.value for p in problems}),
+        "layouts": sorted({p.layout.value for p in problems}),
+        "log2_min": dict(zip("mnk", points.min(axis=0).round(6).tolist(), strict=True)),
+        "log2_max": dict(zip("mnk", points.max(axis=0).round(6).tolist(), strict=True)),
+        "problems": sorted(p.key for p in problems),
+    }
+
+
+def _kth_distance(points: NDArray[np.float64], query: NDArray[np.float64], neighbours: int) -> float:
+    if not len(points):
+        return math.inf
+    squared = ((points - query) ** 2).sum(axis=1)
+    if neighbours == 1:
+        return float(np.sqrt(squared.min()))
+    kth = min(neighbours, len(squared)) - 1
+    return float(np.sqrt(np.partition(squared, kth)[kth]))
+
+
+@dataclass(frozen=True, eq=False)
+class OODChecker:
+    """Checks problems against a training domain; build with :meth:`from_metadata`."""
+
+    points: Mapping[str, NDArray[np.float64]]  # per "dtype-layout" group: training problems' log2 (m, n, k)
+    log2_min: Mapping[str, NDArray[np.float64]]
+    log2_max: Mapping[str, NDArray[np.float64]]
+    dtypes: frozenset[DType]
+    layouts: frozenset[Layout]
+    sparse_distance_log2: float
+    neighbours: int
+    static_reasons: tuple[OODReason, ...] = ()  # device or Triton mismatch, the same for every query
+
+    @classmethod
+    def from_metadata(
+        cls, domain: Mapping[str, Any], ood: Mapping[str, Any], static_reasons: tuple[OODReason, ...] = ()
+    ) -> OODChecker:
+        """Read ``metadata.domain`` (as :func:`training_domain` writes it) and ``metadata.ood``."""
+        try:
+            problems = [Problem.from_key(key) for key in domain.get("problems", ())]
+            dtypes = {DType.parse(d) for d in domain.get("dtypes", ())} | {p.dtype for p in problems}
+            layouts = {Layout.parse(x) for x in domain.get("layouts", ())} | {p.layout for p in problems}
+            threshold = float(ood.get("sparse_distance_log2", DEFAULT_SPARSE_DISTANCE_LOG2))
+            neighbours = int(ood.get("neighbours", DEFAULT_NEIGHBOURS))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ArtifactError(f"metadata.json: domain or ood is malformed: {exc}") from exc
+        if not threshold > 0 or neighbours < 1:
+            raise ArtifactError(f"metadata.json: ood thresholds {dict(ood)} must be positive")
+        groups: dict[str, list[Problem]] = {}
+        for problem in problems:
+            groups.setdefault(_group(problem.dtype, problem.layout), []).append(problem)
+        points = {group: _log2_points(members) for group, members in groups.items()}
+        if problems:
+            everything = _log2_points(problems)
+            lows, highs = {"*": everything.min(axis=0)}, {"*": everything.max(axis=0)}
+        elif "log2_min" in domain and "log2_max" in domain:  # ranges without problem keys
+            lows = {"*": np.array([float(domain["log2_min"][d]) for d in "mnk"])}
+            highs = {"*": np.array([float(domain["log2_max"][d]) for d in "mnk"])}
+        else:
+            raise ArtifactError("metadata.json: domain has neither training problems nor log2 ranges")
+        for group, array in points.items():
+            lows[group], highs[group] = array.min(axis=0), array.max(axis=0)
+        return cls(points, lows, highs, frozenset(dtypes), frozenset(layouts), threshold, neighbours, static_reasons)
+
+    def verdict(self, problem: Problem) -> OODVerdict:
+        """The verdict for one problem (a few microseconds: one distance per training problem)."""
+        reasons = list(self.static_reasons)
+        if problem.dtype not in self.dtypes:
+            reasons.append(OODReason.UNSEEN_DTYPE)
+        if problem.layout not in self.layouts:
+            reasons.append(OODReason.UNSEEN_LAYOUT)
+        group = f"{problem.dtype.value}-{problem.layout.value}"
+        query = (math.log2(problem.m), math.log2(problem.n), math.log2(problem.k))
+        low, high = self.log2_min.get(group, self.log2_min["*"]), self.log2_max.get(group, self.log2_max["*"])
+        if any(not lo <= q <= hi for q, lo, hi in zip(query, low.tolist(), high.tolist(), strict=True)):
+            reasons.append(OODReason.DIM_OUTSIDE_TRAINING_RANGE)
+        points = self.points.get(group)
+        distance = math.inf if points is None else _kth_distance(points, np.array(query), self.neighbours)
+        if points is not None and distance > self.sparse_distance_log2:
+            reasons.append(OODReason.SPARSE_NEIGHBOURHOOD)
+        if len(reasons) > 1:
+            reasons = sorted(set(reasons), key=_REASON_ORDER.index)
+        return OODVerdict(tuple(reasons), distance)
+
+
+_REASON_ORDER = list(OODReason)
+
+
+def calibrate_ood(
+    heldout: Sequence[Problem],
+    top1_fraction: Sequence[float],
+    training: Sequence[Problem],
+    *,
+    good_fraction: float = 0.90,
+    max_good_flagged: float = 0.10,
+    neighbours: int = DEFAULT_NEIGHBOURS,
+) -> dict[str, Any]:
+    """Thresholds for ``metadata.ood`` from held-out problems, and how well they separate them.
+
+    ``top1_fraction[i]`` is the measured best time of ``heldout[i]`` over the measured time of the
+    model's top-1 choice (1.0: the model chose the best). A problem is *bad* below ``good_fraction``.
+    The sparse-neighbourhood threshold is the one that catches the most bad problems (together with
+    the range rule) while flagging at most ``max_good_flagged`` of the good ones; among thresholds
+    catching as many, the largest. Returns ``{"sparse_distance_log2", "neighbours",
+    "good_top1_fraction", "calibration": {...counts and rates...}}``; train stores it as
+    ``metadata.ood`` (the predictor reads the first two keys).
+    """
+    if len(heldout) != len(top1_fraction):
+        raise ValueError(f"{len(heldout)} held-out problems but {len(top1_fraction)} top-1 fractions")
+    if not heldout or not training:
+        raise ValueError("calibration needs at least one held-out and one training problem")
+    fractions = np.asarray(top1_fraction, dtype=np.float64)
+    if not (np.isfinite(fractions) & (fractions > 0) & (fractions <= 1.0 + 1e-9)).all():
+        raise ValueError("top1_fraction values must lie in (0, 1]")
+    checker = OODChecker.from_metadata(training_domain(training), {"sparse_distance_log2": math.inf,
+                                                                   "neighbours": neighbours})  # fmt: skip
+    verdicts = [checker.verdict(p) for p in heldout]
+    distances = np.array([v.neighbour_distance_log2 for v in verdicts])
+    other = np.array([any(r is not OODReason.SPARSE_NEIGHBOURHOOD for r in v.reasons) for v in verdicts])
+    bad = fractions < good_fraction
+    best: tuple[int, float, float] | None = None  # (caught, threshold, good flagged rate)
+    for threshold in sorted({*distances[np.isfinite(distances)].tolist(), math.inf}, reverse=True):
+        flagged = other | (distances > threshold)
+        good_rate = float(flagged[~bad].mean()) if (~bad).any() else 0.0
+        if good_rate > max_good_flagged:
+            break  # lower thresholds flag more, never fewer
+        caught = int(flagged[bad].sum())
+        if best is None or caught > best[0]:
+            best = (caught, threshold, good_rate)
+    if best is None:  # the range rule alone already flags too many good problems
+        best = (int(other[bad].sum()), math.inf, float(other[~bad].mean()))
+    caught, threshold, good_rate = best
+    return {
+        "sparse_distance_log2": threshold if math.isfinite(threshold) else 1e9,
+        "neighbours": neighbours,
+        "good_top1_fraction": good_fraction,
+        "calibration": {
+            "heldout_problems": len(heldout),
+            "bad_problems": int(bad.sum()),
+            "bad_caught": caught,
+            "catch_rate": caught / int(bad.sum()) if bad.any() else 1.0,
+            "good_flagged_rate": good_rate,
+        },
+    }

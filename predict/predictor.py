@@ -1,0 +1,467 @@
+"""The predictor: the fastest configuration of a shape, from an exported artifact, in microseconds.
+
+:class:`Predictor` is loaded once per artifact (:meth:`Predictor.load`) and answers
+:meth:`~Predictor.predict_best` and :meth:`~Predictor.rank`; the module functions
+:func:`predict_best` and :func:`rank` use the model shipped for a device class
+(``tilecost/models/<device class>/``), loaded on first use.
+
+A query, in order:
+
+1. a repeated shape is answered from an LRU cache (the same frozen :class:`Prediction`);
+2. a shape the artifact's ``measured.json`` holds is answered with its measured best
+   (``source=Source.MEASURED``), so tilecost doubles as the tuning database;
+3. otherwise the shape's shortlist (:mod:`tilecost.predict.shortlist`) is masked to the feasible
+   candidates (:mod:`tilecost.predict.feasibility`), scored with the full model
+   (:mod:`tilecost.predict.scoring`) and the fastest is returned with its out-of-distribution
+   verdict (:mod:`tilecost.predict.ood`). Without shortlists in the artifact, every candidate is scored.
+
+Device and Triton version. A predictor asked about another device class than the artifact's, or
+running next to another Triton release (read from the installed distribution's metadata, without
+importing triton), flags every answer with ``DEVICE_MISMATCH`` / ``TRITON_VERSION_MISMATCH``;
+``strict=True`` refuses to load instead. Checksums, schema versions and the feature list are always
+checked (:func:`~tilecost.predict.artifact.load_artifact`).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import importlib.metadata
+import io
+import json
+import math
+import numbers
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tilecost.config import TileConfig
+from tilecost.device import DeviceSpec, load_device
+from tilecost.errors import ArtifactError
+from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from tilecost.problem import MAX_DIM, DType, Layout, Problem
+
+from .artifact import MODEL_FILE, ArtifactMetadata, load_artifact
+from .dispatch import DispatchRule
+from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
+from .ood import OODChecker, OODReason, OODVerdict
+from .scoring import CandidateSet, GroupScorer
+from .shortlist import GridSpec, ShortlistTable, space_digest
+from .trees import TreeEnsemble
+
+__all__ = [
+    "MEASURED_FILE",
+    "Prediction",
+    "Predictor",
+    "Source",
+    "parse_problem",
+    "predict_best",
+    "rank",
+    "shipped_devices",
+]
+
+MEASURED_FILE = "measured.json"
+_DETECT = "detect"
+_KEY_TYPES = (type(None), str, DType, Layout)
+
+
+class Source(enum.Enum):
+    """Where an answer came from."""
+
+    MODEL = "model"  # the model's prediction
+    MEASURED = "measured"  # the artifact's measurements of this very problem (measured.json)
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One configuration for a problem: its predicted (or measured) time and how far to trust it."""
+
+    problem: Problem
+    config: TileConfig
+    time_us: float
+    source: Source
+    ood: OODVerdict
+
+    @property
+    def measured(self) -> bool:
+        """Whether the answer is a measurement of this problem rather than a prediction."""
+        return self.source is Source.MEASURED
+
+    def triton_config(self) -> Any:
+        """The configuration as a ``triton.Config`` (imports triton, on request only)."""
+        from tilecost.collect.kernels import to_triton_config
+
+        return to_triton_config(self.config)
+
+
+def _dim(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{field} must be an int in 1..{MAX_DIM}, got {type(value).__name__} {value!r}")
+    extent = int(value)
+    if not 1 <= extent <= MAX_DIM:
+        raise ValueError(f"{field}={value} is out of range; allowed 1..{MAX_DIM}")
+    return extent
+
+
+# The spellings a compiler passes on every call, resolved without DType.parse's loop over members.
+_DTYPES: dict[object, DType] = {None: DType.BF16, **{d: d for d in DType}, **{d.value: d for d in DType}}
+_LAYOUTS: dict[object, Layout] = {None: Layout.NT, **{x: x for x in Layout}, **{x.value: x for x in Layout}}
+
+
+def parse_problem(shape: object, dtype: object = None, layout: object = None) -> Problem:
+    """A :class:`Problem` from an ``(m, n, k)`` tuple (dtype and layout default to bf16 and nt) or a
+    ``Problem`` (whose dtype and layout any given keyword must match). Caller mistakes raise
+    ``TypeError``/``ValueError`` naming the field, the value and what is allowed."""
+    if isinstance(shape, Problem):
+        if dtype is not None and DType.parse(dtype) is not shape.dtype:
+            raise ValueError(f"dtype={dtype!r} contradicts the problem's dtype {shape.dtype.value!r}; give one")
+        if layout is not None and Layout.parse(layout) is not shape.layout:
+            raise ValueError(f"layout={layout!r} contradicts the problem's layout {shape.layout.value!r}; give one")
+        return shape
+    if not isinstance(shape, (tuple, list)) or len(shape) != 3:
+        raise TypeError(f"shape must be an (m, n, k) tuple of ints or a tilecost.Problem, got {shape!r}")
+    m, n, k = (_dim(field, value) for field, value in zip("mnk", shape, strict=True))
+    try:
+        parsed_dtype, parsed_layout = _DTYPES.get(dtype), _LAYOUTS.get(layout)
+    except TypeError:  # unhashable
+        parsed_dtype = parsed_layout = None
+    return Problem(m, n, k, parsed_dtype or DType.parse(dtype), parsed_layout or Layout.parse(layout))
+
+
+# Candidate sets (a list's feature and integer columns, ~12 KB for 50 members) kept per group.
+_SUBSETS_KEPT = 1024
+
+
+@dataclass(eq=False)
+class _Group:
+    """A (dtype, layout) group's scorer and shortlists, with the candidate sets built so far."""
+
+    scorer: GroupScorer
+    shortlist: ShortlistTable | None
+    subsets: OrderedDict[int, CandidateSet]
+    lock: threading.Lock
+
+    def candidates(self, problem: Problem) -> CandidateSet:
+        """The shortlist of the problem's cell as a candidate set (every candidate without shortlists)."""
+        if self.shortlist is None:
+            return self.scorer.everything
+        list_id = self.shortlist.list_id(problem)
+        subset = self.subsets.get(list_id)
+        if subset is None:
+            subset = self.scorer.subset(self.shortlist.members(list_id))
+            with self.lock:
+                self.subsets[list_id] = subset
+                if len(self.subsets) > _SUBSETS_KEPT:
+                    self.subsets.popitem(last=False)
+        return subset
+
+
+class Predictor:
+    """Answers for one artifact. Build with :meth:`load`; the constructor only stores its parts."""
+
+    def __init__(
+        self,
+        metadata: ArtifactMetadata,
+        ensemble: TreeEnsemble,
+        device: DeviceSpec,
+        ood: OODChecker,
+        measured: Mapping[str, Mapping[str, Any]],
+        groups: Mapping[str, Mapping[str, Any]],
+        shortlists: Mapping[str, ShortlistTable],
+        cache_size: int = 4096,
+    ) -> None:
+        self.metadata = metadata
+        self.ensemble = ensemble
+        self.device = device
+        self.ood = ood
+        self.measured = measured
+        self._group_specs = groups
+        self._shortlists = shortlists
+        self._cache_size = cache_size
+        self._cache: OrderedDict[Any, Prediction] = OrderedDict()
+        self._groups: dict[tuple[DType, Layout], _Group] = {}
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------------------------- loading
+    @classmethod
+    def load(
+        cls,
+        source: str | Path = "h200",
+        *,
+        device: str | DeviceSpec | None = None,
+        strict: bool = False,
+        triton_version: str | None = _DETECT,
+        cache_size: int = 4096,
+    ) -> Predictor:
+        """Load an artifact: a device class with a shipped model (``"h200"``) or an artifact directory.
+
+        ``device``: the device the answers are for (default: the artifact's device class).
+        ``triton_version``: the Triton release kernels will run with (default: the installed one,
+        ``None`` when unknown). A mismatch of either flags every verdict, or with ``strict=True``
+        raises :class:`~tilecost.errors.ArtifactError`, as do corrupted or mismatched artifacts.
+        """
+        directory = _artifact_directory(source)
+        metadata, blobs = load_artifact(directory, FEATURE_NAMES, FEATURE_SCHEMA_VERSION)
+        ensemble = TreeEnsemble.from_json(blobs[MODEL_FILE], tuple(metadata.feature_names))
+        spec = load_device(metadata.device_class if device is None else device)
+        if triton_version == _DETECT:
+            triton_version = _installed_triton()
+        static = _mismatches(metadata, spec, triton_version)
+        if strict and static:
+            raise ArtifactError(
+                f"{directory}: artifact is for {metadata.device_class} with Triton {metadata.triton_version}; "
+                f"asked for {spec.device_class} with Triton {triton_version} ({', '.join(r.value for r in static)})"
+            )
+        ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static)
+        measured = _read_measured(blobs.get(MEASURED_FILE))
+        groups, shortlists = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
+        return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size)
+
+    def _group(self, dtype: DType, layout: Layout) -> _Group:
+        group = self._groups.get((dtype, layout))
+        if group is None:
+            with self._lock:
+                group = self._groups.get((dtype, layout)) or self._build_group(dtype, layout)
+                self._groups[(dtype, layout)] = group
+        return group
+
+    def _build_group(self, dtype: DType, layout: Layout) -> _Group:
+        scorer = GroupScorer.build(self.device, dtype, layout, self.metadata.target, self.ensemble.predict)
+        name = f"{dtype.value}-{layout.value}"
+        shortlist = self._shortlists.get(name)
+        if shortlist is not None:
+            spec = self._group_specs[name]
+            if spec.get("space_sha256") != space_digest(scorer.space):
+                raise ArtifactError(
+                    f"the {name} candidate space of this tilecost differs from the one the artifact's shortlists "
+                    f"index ({spec.get('space_size')} configs then, {len(scorer.space)} now); re-export the artifact"
+                )
+            shortlist.check_space(len(scorer.space))
+        return _Group(scorer, shortlist, OrderedDict(), threading.Lock())
+
+    # ----------------------------------------------------------------------------------- queries
+    def predict_best(
+        self, shape: object, *, dtype: object = None, layout: object = None, measured: bool = True
+    ) -> Prediction:
+        """The fastest configuration of ``shape`` (an ``(m, n, k)`` tuple or a ``Problem``).
+
+        ``measured=False`` answers from the model even where the artifact measured the problem.
+        """
+        key = (shape, dtype, layout, measured) if _cacheable(shape, dtype, layout) else None
+        if key is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                try:  # noqa: SIM105  (contextlib.suppress costs ~0.5 µs of a ~1 µs cache hit)
+                    self._cache.move_to_end(key)  # least recently used goes first
+                except KeyError:  # evicted by another thread meanwhile
+                    pass
+                return hit
+        problem = parse_problem(shape, dtype, layout)
+        answer = self._cache.get((problem, measured))
+        if answer is None:
+            answer = self._answer(problem, bool(measured))
+            self._remember((problem, measured), answer)
+        if key is not None:
+            self._remember(key, answer)
+        return answer
+
+    def rank(
+        self,
+        shape: object,
+        k: int = 5,
+        *,
+        dtype: object = None,
+        layout: object = None,
+        exhaustive: bool = False,
+        measured: bool = True,
+    ) -> tuple[Prediction, ...]:
+        """The ``k`` fastest configurations of ``shape``, fastest first.
+
+        From the shape's shortlist unless ``exhaustive`` (or the shortlist has fewer than ``k``
+        feasible members), then from every candidate. A measured problem's measured best comes first
+        unless ``measured=False``.
+        """
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ValueError(f"k={k!r} is not allowed; use an int >= 1")
+        problem = parse_problem(shape, dtype, layout)
+        group = self._group(problem.dtype, problem.layout)
+        candidates = group.scorer.everything if exhaustive else group.candidates(problem)
+        indices, times = group.scorer.ranked(problem, candidates)
+        if len(indices) < k and candidates is not group.scorer.everything:
+            indices, times = group.scorer.ranked(problem)
+        verdict = self.ood.verdict(problem)
+        space = group.scorer.space
+        out = [
+            Prediction(problem, space[i], float(t), Source.MODEL, verdict)
+            for i, t in zip(indices[:k], times[:k], strict=True)
+        ]
+        best = self._measured(problem, verdict) if measured else None
+        if best is not None:
+            out = [best, *(p for p in out if p.config != best.config)][:k]
+        return tuple(out)
+
+    def predicted_times_us(self, problem: Problem) -> dict[TileConfig, float]:
+        """The model's time for every candidate of ``problem`` (for autotuners' perf models)."""
+        group = self._group(problem.dtype, problem.layout)
+        indices, times = group.scorer.times_us(problem, group.scorer.everything)
+        return {group.scorer.space[i]: float(t) for i, t in zip(indices, times, strict=True)}
+
+    def dispatch_rule(self, dtype: object = "bf16", layout: object = "nt") -> DispatchRule:
+        """The run-time dispatch rule exported for a dtype and layout (:mod:`tilecost.predict.dispatch`)."""
+        name = f"{DType.parse(dtype).value}-{Layout.parse(layout).value}"
+        spec = self._group_specs.get(name)
+        if spec is None or "dispatch" not in spec:
+            raise ArtifactError(f"the artifact has no dispatch rule for {name}; it has {sorted(self._group_specs)}")
+        return DispatchRule.from_dict(spec["dispatch"])
+
+    def _answer(self, problem: Problem, use_measured: bool) -> Prediction:
+        verdict = self.ood.verdict(problem)
+        measured = self._measured(problem, verdict) if use_measured else None
+        if measured is not None:
+            return measured
+        group = self._group(problem.dtype, problem.layout)
+        indices, times = group.scorer.times_us(problem, group.candidates(problem))
+        if not len(indices):  # a shape clipped into an edge cell may find no feasible member there
+            indices, times = group.scorer.times_us(problem, group.scorer.everything)
+        best = int(np.argmin(times))
+        return Prediction(problem, group.scorer.space[indices[best]], float(times[best]), Source.MODEL, verdict)
+
+    def _measured(self, problem: Problem, verdict: OODVerdict) -> Prediction | None:
+        entry = self.measured.get(problem.key)
+        if entry is None:
+            return None
+        return Prediction(
+            problem, TileConfig.from_key(entry["config_id"]), float(entry["time_us"]), Source.MEASURED, verdict
+        )
+
+    def _remember(self, key: Any, answer: Prediction) -> None:
+        with self._lock:
+            self._cache[key] = answer
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def cache_clear(self) -> None:
+        """Forget every cached answer (the loaded model stays)."""
+        with self._lock:
+            self._cache.clear()
+
+
+def _cacheable(shape: object, dtype: object, layout: object) -> bool:
+    """Whether the raw arguments can key the cache before validation: exact ints only, so that 4096.0,
+    True or NaN never hit an entry of 4096 or 1 and skip the checks."""
+    if type(dtype) not in _KEY_TYPES or type(layout) not in _KEY_TYPES:
+        return False
+    if type(shape) is Problem:
+        return True
+    return type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape)  # type: ignore[arg-type]
+
+
+def _artifact_directory(source: str | Path) -> Path:
+    if isinstance(source, Path) or (isinstance(source, str) and ("/" in source or Path(source).is_dir())):
+        return Path(source)
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a device class or an artifact directory, got {type(source).__name__}")
+    shipped = shipped_devices()
+    if source not in shipped:
+        raise ValueError(f"device={source!r} has no shipped model; use one of {shipped} or Predictor.load(directory)")
+    return Path(str(resources.files("tilecost") / "models" / source))
+
+
+def shipped_devices() -> list[str]:
+    """Device classes with a model under ``tilecost/models/``, sorted."""
+    folder = resources.files("tilecost") / "models"
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and (p / "metadata.json").is_file())
+
+
+def _installed_triton() -> str | None:
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _mismatches(metadata: ArtifactMetadata, device: DeviceSpec, triton_version: str | None) -> tuple[OODReason, ...]:
+    reasons = []
+    sm_count = metadata.fingerprint.get("sm_count")
+    if device.device_class != metadata.device_class or (sm_count is not None and int(sm_count) != device.sm_count):
+        reasons.append(OODReason.DEVICE_MISMATCH)
+    if triton_version is not None and triton_version != metadata.triton_version:
+        reasons.append(OODReason.TRITON_VERSION_MISMATCH)
+    return tuple(reasons)
+
+
+def _read_measured(blob: bytes | None) -> dict[str, Mapping[str, Any]]:
+    """``measured.json``: ``{problem key: {"config_id", "time_us", "complete", "configs_measured"}}``."""
+    if blob is None:
+        return {}
+    try:
+        data = json.loads(blob)
+        for key, entry in data.items():
+            TileConfig.from_key(entry["config_id"])
+            if not (
+                isinstance(entry["time_us"], (int, float)) and math.isfinite(entry["time_us"]) and entry["time_us"] > 0
+            ):
+                raise ValueError(f"{key}: time_us={entry['time_us']!r} is not a positive number")
+    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"{MEASURED_FILE} is malformed: {exc!r}") from exc
+    return data
+
+
+def _read_shortlists(
+    header: bytes | None, arrays: bytes | None
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, ShortlistTable]]:
+    if header is None:
+        return {}, {}
+    try:
+        described = json.loads(header)
+        if described.get("format") != PREDICTOR_FORMAT:
+            raise ArtifactError(
+                f"{PREDICTOR_FILE} format {described.get('format')!r}; this tilecost reads {PREDICTOR_FORMAT}"
+            )
+        groups = described["groups"]
+        tables = {}
+        if arrays is not None:
+            with np.load(io.BytesIO(arrays), allow_pickle=False) as npz:
+                for name, spec in groups.items():
+                    grid = GridSpec.from_dict(spec["grid"])
+                    tables[name] = ShortlistTable(grid, npz[f"{name}.table"], npz[f"{name}.lists"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"{PREDICTOR_FILE} or {SHORTLISTS_FILE} is malformed: {exc!r}") from exc
+    return groups, tables
+
+
+@functools.cache
+def _shipped(device: str) -> Predictor:
+    return Predictor.load(device)
+
+
+def _shipped_predictor(device: object) -> Predictor:
+    if type(device) is not str:
+        raise TypeError(f"device must be a device class name such as 'h200', got {type(device).__name__} {device!r}")
+    return _shipped(device)
+
+
+def predict_best(
+    shape: object, *, dtype: object = None, layout: object = None, device: object = "h200", measured: bool = True
+) -> Prediction:
+    """The fastest configuration of ``shape`` on ``device`` by its shipped model.
+
+    ``shape``: an ``(m, n, k)`` tuple of ints or a :class:`~tilecost.Problem`; ``dtype`` defaults to
+    bf16 and ``layout`` to nt for tuples. See :class:`Prediction` for what comes back.
+    """
+    return _shipped_predictor(device).predict_best(shape, dtype=dtype, layout=layout, measured=measured)
+
+
+def rank(
+    shape: object, k: int = 5, *, dtype: object = None, layout: object = None, device: object = "h200"
+) -> tuple[Prediction, ...]:
+    """The ``k`` fastest configurations of ``shape`` on ``device``, fastest first (:meth:`Predictor.rank`)."""
+    return _shipped_predictor(device).rank(shape, k, dtype=dtype, layout=layout)

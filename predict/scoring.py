@@ -1,0 +1,105 @@
+"""Scoring candidates of one (device, dtype, layout) group with the full model.
+
+A :class:`GroupScorer` holds what every query of its group shares: the candidate space, its integer
+columns for the feasibility mask, its feature columns (:class:`~tilecost.features.ConfigFeatures`)
+and the model. :meth:`GroupScorer.times_us` scores a :class:`CandidateSet` (the whole space, or one
+shortlist) for a problem: mask the infeasible, build the features with
+:func:`~tilecost.features.feature_matrix` (the function training used), evaluate the trees and turn
+the model's target back into microseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from tilecost.config import TileConfig
+from tilecost.device import DeviceSpec
+from tilecost.features import FEATURE_NAMES, ConfigArrays, ConfigFeatures, feature_matrix
+from tilecost.problem import DType, Layout, Problem
+from tilecost.space import config_space
+
+from .feasibility import SpaceColumns, feasible_mask
+
+__all__ = ["CandidateSet", "GroupScorer", "Scorer", "times_from_target"]
+
+# Something that maps feature rows to the model's target: TreeEnsemble.predict, or, at export, a
+# faster equivalent such as xgboost.Booster.inplace_predict.
+Scorer = Callable[[NDArray[np.float64]], ArrayLike]
+_LOG2_ROOFLINE = FEATURE_NAMES.index("log2_roofline_time_us")
+
+
+def times_from_target(target: str, predictions: ArrayLike, features: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Microseconds from the model's target (``predict.artifact.TARGETS``).
+
+    ``log_time_us``: ``exp(prediction)``. ``log_time_over_roofline``: the roofline time of the same
+    row (its ``log2_roofline_time_us`` feature) times ``exp(prediction)``.
+    """
+    times = np.exp(np.asarray(predictions, dtype=np.float64))
+    if target == "log_time_over_roofline":
+        times *= np.exp2(features[:, _LOG2_ROOFLINE])
+    return times
+
+
+@dataclass(frozen=True, eq=False)
+class CandidateSet:
+    """Some configurations of a group's space: their space indices and precomputed columns."""
+
+    indices: NDArray[np.intp]
+    columns: SpaceColumns
+    features: ConfigFeatures
+
+
+@dataclass(frozen=True, eq=False)
+class GroupScorer:
+    """The shared state of one (device, dtype, layout) group; build with :meth:`build`."""
+
+    device: DeviceSpec
+    dtype: DType
+    layout: Layout
+    space: tuple[TileConfig, ...]
+    everything: CandidateSet
+    target: str
+    scorer: Scorer
+
+    @classmethod
+    def build(cls, device: DeviceSpec, dtype: DType, layout: Layout, target: str, scorer: Scorer) -> GroupScorer:
+        space = config_space(device, dtype, layout)
+        columns = SpaceColumns.from_configs(space)
+        arrays = ConfigArrays(
+            block_m=columns.block_m, block_n=columns.block_n, block_k=columns.block_k, group_m=columns.group_m,
+            split_k=columns.split_k, num_warps=np.array([c.num_warps for c in space]),
+            num_stages=np.array([c.num_stages for c in space]), is_tma=columns.is_tma,
+        )  # fmt: skip
+        features = ConfigFeatures.build(arrays, device, dtype)
+        everything = CandidateSet(np.arange(len(space), dtype=np.intp), columns, features)
+        return cls(device, dtype, layout, space, everything, target, scorer)
+
+    def subset(self, indices: Sequence[int] | NDArray[np.intp]) -> CandidateSet:
+        """A candidate set of the given space indices (ascending)."""
+        index = np.asarray(indices, dtype=np.intp)
+        return CandidateSet(index, self.everything.columns.take(index), self.everything.features.take(index))
+
+    def times_us(self, problem: Problem, candidates: CandidateSet) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+        """Space indices of the feasible members of ``candidates`` and their predicted times in µs."""
+        mask = feasible_mask(problem, candidates.columns, self.device)
+        features = candidates.features
+        if len(features) > 4 * int(mask.sum()) + 64:  # mostly infeasible: cut before the features
+            features = features.take(mask)
+            x = feature_matrix(problem, features, self.device)
+        else:
+            x = feature_matrix(problem, features, self.device)[mask]
+        if not len(x):
+            return candidates.indices[mask], np.empty(0)
+        return candidates.indices[mask], times_from_target(self.target, self.scorer(x), x)
+
+    def ranked(
+        self, problem: Problem, candidates: CandidateSet | None = None
+    ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+        """Like :meth:`times_us` (all candidates by default), fastest first; ties keep space order."""
+        indices, times = self.times_us(problem, self.everything if candidates is None else candidates)
+        order = np.argsort(times, kind="stable")
+        return indices[order], times[order]

@@ -1,0 +1,145 @@
+"""The predictor's public API on a real (fixture) artifact: answers, caching, measurements, imports."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tilecost
+from tilecost import KernelVariant, OODVerdict, Prediction, Predictor, Problem, Source, TileConfig
+from tilecost.predict import predictor as predictor_module
+
+from . import test_predict_fixture as fixtures
+from .test_predict_fixture import Dataset
+
+artifact = fixtures.artifact  # the session fixture, shared by the predictor's test modules
+dataset = fixtures.dataset  # the session fixture, shared by the predictor's test modules
+
+
+@pytest.fixture(scope="module")
+def predictor(artifact: Path) -> Predictor:
+    return Predictor.load(artifact)
+
+
+def test_predict_best_returns_a_frozen_prediction(predictor: Predictor) -> None:
+    answer = predictor.predict_best((1000, 3000, 4000))
+
+    assert isinstance(answer, Prediction) and isinstance(answer.config, TileConfig)
+    assert answer.problem == Problem(1000, 3000, 4000, "bf16", "nt")
+    assert answer.source is Source.MODEL and not answer.measured
+    assert 1.0 < answer.time_us < 1e6
+    assert isinstance(answer.ood, OODVerdict)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        answer.time_us = 1.0  # type: ignore[misc]
+
+
+def test_the_answer_is_a_candidate_and_the_best_of_its_ranking(predictor: Predictor) -> None:
+    problem = Problem(777, 2049, 1000, "bf16", "nt")  # ragged: no tensor-descriptor candidates
+
+    best = predictor.predict_best(problem)
+    ranking = predictor.rank(problem, k=4)
+
+    assert best.config in tilecost.problem_candidates(problem)
+    assert best.config.variant is KernelVariant.PTR
+    assert ranking[0] == best
+    assert [p.time_us for p in ranking] == sorted(p.time_us for p in ranking)
+    assert len(ranking) == 4 and len({p.config for p in ranking}) == 4
+
+
+def test_a_shortlist_sample_shape_gets_the_exhaustive_answer(predictor: Predictor) -> None:
+    # The lists hold the full model's top_n of every cell corner, so at a corner (aligned variant
+    # for extents that are multiples of 16) the shortlist's best is the best of every candidate.
+    group = predictor._group(tilecost.DType.BF16, tilecost.Layout.NT)
+    assert group.shortlist is not None
+    spec = group.shortlist.spec
+    for cell in [(0, 0, 0), (1, 1, 1), (1, 0, 1)]:
+        dims = [round(2 ** (o + c * spec.step_log2)) for o, c in zip(spec.origin_log2, cell, strict=True)]
+        dims = [d if d < 16 else 16 * round(d / 16) for d in dims]
+        problem = Problem(*dims)
+
+        shortlisted = predictor.predict_best(problem, measured=False)
+        exhaustive = predictor.rank(problem, 1, exhaustive=True, measured=False)[0]
+
+        assert shortlisted.config == exhaustive.config, problem
+
+
+def test_repeated_queries_are_served_from_the_cache(predictor: Predictor) -> None:
+    first = predictor.predict_best((333, 444, 555))
+
+    assert predictor.predict_best((333, 444, 555)) is first
+    assert predictor.predict_best(Problem(333, 444, 555)) is first
+    assert predictor.predict_best([333, 444, 555], dtype="BF16") == first  # another spelling, same answer
+
+
+def test_measured_problems_are_answered_from_measurements(predictor: Predictor, dataset: Dataset) -> None:
+    problem = dataset.problems("train")[0]
+    times = dataset.times(problem)
+    entry = predictor.measured[problem.key]
+
+    answer = predictor.predict_best(problem)
+    model = predictor.predict_best(problem, measured=False)
+
+    assert answer.source is Source.MEASURED and answer.measured
+    assert answer.config.key == entry["config_id"] == min(times, key=times.__getitem__)
+    assert answer.time_us == pytest.approx(min(times.values()))
+    assert model.source is Source.MODEL
+    ranking = predictor.rank(problem, 3)
+    assert ranking[0] == answer and all(p.source is Source.MODEL for p in ranking[1:])
+
+
+def test_triton_config_on_request(predictor: Predictor) -> None:
+    pytest.importorskip("triton")
+    answer = predictor.predict_best((512, 512, 512))
+
+    config = answer.triton_config()
+
+    assert config.kwargs["BLOCK_M"] == answer.config.block_m
+    assert config.kwargs["SPLIT_K"] == answer.config.split_k
+    assert (config.num_warps, config.num_stages) == (answer.config.num_warps, answer.config.num_stages)
+
+
+def test_rank_with_more_than_the_shortlist_scores_every_candidate(predictor: Predictor) -> None:
+    problem = Problem(64, 64, 64)
+    everything = tilecost.problem_candidates(problem)
+
+    ranking = predictor.rank(problem, k=len(everything) + 10)
+
+    assert {p.config for p in ranking} == set(everything)
+
+
+def test_dispatch_rule_has_two_to_four_pointer_configs(predictor: Predictor) -> None:
+    rule = predictor.dispatch_rule("bf16", "nt")
+
+    assert 2 <= len(rule.configs) <= 4
+    assert all(c.variant is KernelVariant.PTR for c in rule.configs)
+    assert rule.choose(1, 7, 3) in rule.configs and rule.choose(65536, 65536, 65536) in rule.configs
+
+
+def test_module_functions_use_the_shipped_model(monkeypatch: pytest.MonkeyPatch, artifact: Path) -> None:
+    monkeypatch.setattr(predictor_module, "_artifact_directory", lambda source: artifact)
+    predictor_module._shipped.cache_clear()
+    try:
+        best = tilecost.predict_best((100, 200, 300))
+        top = tilecost.rank((100, 200, 300), k=2)
+    finally:
+        predictor_module._shipped.cache_clear()
+
+    assert top[0] == best and len(top) == 2
+
+
+def test_importing_and_predicting_pulls_in_no_heavy_module(artifact: Path) -> None:
+    code = (
+        "import sys\n"
+        "from tilecost import Predictor, predict_best, rank\n"
+        f"p = Predictor.load({str(artifact)!r})\n"
+        "p.predict_best((1000, 1000, 1000)); p.rank((64, 64, 64), 3)\n"
+        "print(sorted(m for m in ('torch', 'triton', 'mlflow', 'pandas', 'xgboost', 'pyarrow', 'sklearn',"
+        " 'tilecost.train', 'tilecost.collect') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,124 @@
+"""Loading refuses corrupted or mismatched artifacts with a message saying what differs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from tilecost import DType, Layout, OODReason, Predictor
+from tilecost.errors import ArtifactError
+from tilecost.predict import ArtifactMetadata, load_artifact, save_artifact
+
+from . import test_predict_fixture as fixtures
+
+artifact = fixtures.artifact  # the session fixture, shared by the predictor's test modules
+
+
+@pytest.fixture
+def copy(tmp_path: Path, artifact: Path) -> Path:
+    return Path(shutil.copytree(artifact, tmp_path / "h200"))
+
+
+def _resave(directory: Path, *, metadata: dict | None = None, files: dict[str, bytes] | None = None) -> Path:
+    """Rewrite an artifact with changed metadata fields or files, with fresh checksums."""
+    meta, blobs = load_artifact(directory)
+    meta = ArtifactMetadata(**{**asdict(meta), **(metadata or {})})
+    model = blobs.pop("model.json")
+    blobs.update(files or {})
+    return save_artifact(directory, model, meta, blobs)
+
+
+def test_a_changed_byte_fails_the_checksum(copy: Path) -> None:
+    model = copy / "model.json"
+    model.write_bytes(model.read_bytes().replace(b'"split_conditions":[', b'"split_conditions":[1', 1))
+
+    with pytest.raises(ArtifactError, match="model.json does not match its checksum"):
+        Predictor.load(copy)
+
+
+def test_a_missing_file_is_named(copy: Path) -> None:
+    (copy / "shortlists.npz").unlink()
+
+    with pytest.raises(ArtifactError, match="shortlists.npz is missing"):
+        Predictor.load(copy)
+
+
+def test_another_feature_list_is_refused(copy: Path) -> None:
+    meta = json.loads((copy / "metadata.json").read_text())
+    _resave(copy, metadata={"feature_names": [*meta["feature_names"][:-1], "made_up"]})
+
+    with pytest.raises(ArtifactError, match=r"feature list differs \(only in artifact: \['made_up'\]"):
+        Predictor.load(copy)
+
+
+def test_another_feature_schema_is_refused(copy: Path) -> None:
+    _resave(copy, metadata={"feature_schema_version": 999})
+
+    with pytest.raises(ArtifactError, match="feature schema 999"):
+        Predictor.load(copy)
+
+
+def test_another_artifact_schema_is_refused(copy: Path) -> None:
+    meta = json.loads((copy / "metadata.json").read_text())
+    (copy / "metadata.json").write_text(json.dumps({**meta, "artifact_schema_version": 7}))
+
+    with pytest.raises(ArtifactError, match="artifact schema version 7"):
+        Predictor.load(copy)
+
+
+def test_a_malformed_measurement_file_is_refused(copy: Path) -> None:
+    _resave(
+        copy, files={"measured.json": json.dumps({"8x8x8-bf16-nt": {"config_id": "nonsense", "time_us": 1}}).encode()}
+    )
+
+    with pytest.raises(ArtifactError, match="measured.json is malformed"):
+        Predictor.load(copy)
+
+
+def test_shortlists_of_another_candidate_space_are_refused(copy: Path) -> None:
+    header = json.loads((copy / "predictor.json").read_text())
+    header["groups"]["bf16-nt"]["space_sha256"] = "0" * 64
+    _resave(copy, files={"predictor.json": json.dumps(header).encode()})
+    predictor = Predictor.load(copy)
+
+    with pytest.raises(ArtifactError, match="candidate space of this tilecost differs"):
+        predictor.predict_best((100, 100, 100))
+
+
+def test_another_device_flags_every_answer_or_refuses_when_strict(artifact: Path) -> None:
+    predictor = Predictor.load(artifact, device="h100_sxm", triton_version=None)
+
+    assert predictor.predict_best((4096, 4096, 4096)).ood.reasons == (OODReason.DEVICE_MISMATCH,)
+    with pytest.raises(ArtifactError, match=r"artifact is for h200 .* asked for h100_sxm .*device_mismatch"):
+        Predictor.load(artifact, device="h100_sxm", strict=True)
+
+
+def test_another_triton_version_flags_every_answer_or_refuses_when_strict(artifact: Path) -> None:
+    flagged = Predictor.load(artifact, triton_version="9.9.9").predict_best((4096, 4096, 4096))
+    unknown = Predictor.load(artifact, triton_version=None).predict_best((4096, 4096, 4096))
+
+    assert OODReason.TRITON_VERSION_MISMATCH in flagged.ood.reasons
+    assert OODReason.TRITON_VERSION_MISMATCH not in unknown.ood.reasons
+    with pytest.raises(ArtifactError, match="triton_version_mismatch"):
+        Predictor.load(artifact, triton_version="9.9.9", strict=True)
+
+
+def test_without_shortlists_every_candidate_is_scored(copy: Path) -> None:
+    meta, blobs = load_artifact(copy)
+    files = {
+        name: data for name, data in blobs.items() if name not in ("predictor.json", "shortlists.npz", "model.json")
+    }
+    for name in ("predictor.json", "shortlists.npz", "metadata.json"):
+        (copy / name).unlink()
+    save_artifact(copy, blobs["model.json"], ArtifactMetadata(**{**asdict(meta), "files": {}}), files)
+    predictor = Predictor.load(copy)
+
+    answer = predictor.predict_best((1000, 1000, 1000), measured=False)
+
+    assert answer.config == predictor.rank((1000, 1000, 1000), 1, exhaustive=True, measured=False)[0].config
+    with pytest.raises(ArtifactError, match="no dispatch rule"):
+        predictor.dispatch_rule(DType.BF16, Layout.NT)

@@ -1,0 +1,51 @@
+"""``tilecost predict M N K``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tilecost.cli import main
+
+from . import test_predict_fixture as fixtures
+
+artifact = fixtures.artifact  # the session fixture, shared by the predictor's test modules
+
+
+def test_lists_the_top_configurations(artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "1000", "1000", "8192", "--artifact", str(artifact), "--top", "3"]) == 0
+
+    out, err = capsys.readouterr()
+    rows = out.strip().splitlines()
+    assert len(rows) == 3 and rows[0].split()[0] == "1" and rows[0].split()[-1] == "model"
+    assert err.startswith("1000x1000x8192-bf16-nt: 3 configuration(s) from ")
+
+
+def test_json_output_carries_the_verdict(artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "1", "4096", "262144", "--artifact", str(artifact), "--json"]) == 0
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["problem"] == "1x4096x262144-bf16-nt"
+    assert data["ood"]["flagged"] and "dim_outside_training_range" in data["ood"]["reasons"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["0", "8", "8"], "m=0 is out of range"),
+        (["8", "8", "8", "--dtype", "int8"], "dtype='int8' is not allowed"),
+        (["8", "8", "8", "--device", "b200"], "device='b200' has no shipped model"),
+    ],
+)
+def test_bad_input_exits_2_with_the_message(
+    artifact: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    extra = [] if "--device" in argv else ["--artifact", str(artifact)]
+
+    assert main(["predict", *argv, *extra]) == 2
+    assert message in capsys.readouterr().err

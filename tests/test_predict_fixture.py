@@ -1,0 +1,151 @@
+"""A real model artifact for the predictor's tests, until training ships tilecost/models/h200/.
+
+A small XGBoost booster is trained on the shipped H200 dataset (real bf16/nt timings, target
+ln(time in µs)) and exported with the predictor's precomputations through ``save_artifact``, the way
+training will. Other test modules import :func:`artifact` (a session fixture) and :func:`dataset`;
+benchmarks/predict_latency.py calls :func:`build_fixture_artifact` with larger settings.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tilecost import Problem, load_device
+from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION, ConfigArrays, ProblemArrays, feature_matrix
+from tilecost.predict import ArtifactMetadata, prepare_artifact_files, save_artifact, training_domain
+
+DATASET = Path(__file__).resolve().parents[1] / "datasets" / "measurements"
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """The shipped measurements as columns, with their feature matrix."""
+
+    columns: Mapping[str, np.ndarray]
+    features: np.ndarray
+
+    @property
+    def log_time_us(self) -> np.ndarray:
+        return np.log(self.columns["time_us"])
+
+    def problems(self, role: str) -> list[Problem]:
+        keys = sorted(set(self.columns["problem_key"][self.columns["role"] == role].tolist()))
+        return [Problem.from_key(k) for k in keys]
+
+    def times(self, problem: Problem) -> dict[str, float]:
+        """Measured µs of every config timed for ``problem`` (status ok)."""
+        rows = (self.columns["problem_key"] == problem.key) & (self.columns["status"] == "ok")
+        return dict(zip(self.columns["config_id"][rows].tolist(), self.columns["time_us"][rows].tolist(), strict=True))
+
+
+def load_dataset() -> Dataset:
+    from tilecost.collect.store import DatasetStore
+
+    table = DatasetStore(DATASET).read("h200")
+    names = (
+        "m",
+        "n",
+        "k",
+        "dtype",
+        "layout",
+        "config_id",
+        "time_us",
+        "role",
+        "problem_key",
+        "status",
+        "triton_version",
+    )
+    columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in names}
+    problems = ProblemArrays.from_columns(columns["m"], columns["n"], columns["k"], columns["dtype"], columns["layout"])
+    features = feature_matrix(problems, ConfigArrays.from_keys(columns["config_id"]), load_device("h200"))
+    return Dataset(columns, features)
+
+
+def train_model_json(data: Dataset, *, trees: int, depth: int, seed: int = 0) -> bytes:
+    import xgboost as xgb
+
+    train = data.columns["role"] == "train"
+    matrix = xgb.DMatrix(data.features[train], label=data.log_time_us[train], feature_names=list(FEATURE_NAMES))
+    params = {"max_depth": depth, "eta": 0.15, "nthread": 2, "tree_method": "hist", "seed": seed}
+    booster = xgb.train(params, matrix, trees)
+    return bytes(booster.save_raw("json"))
+
+
+def measured_json(data: Dataset, problems: list[Problem]) -> bytes:
+    """``measured.json`` of ``problems``: each one's fastest measured config (the format train writes)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for problem in problems:
+        times = data.times(problem)
+        best = min(times, key=times.__getitem__)
+        role = data.columns["role"][data.columns["problem_key"] == problem.key][0]
+        out[problem.key] = {
+            "config_id": best,
+            "time_us": times[best],
+            "complete": bool(role == "heldout"),
+            "configs_measured": len(times),
+        }
+    return json.dumps(out, sort_keys=True).encode()
+
+
+def build_fixture_artifact(
+    directory: Path,
+    data: Dataset,
+    *,
+    trees: int = 40,
+    depth: int = 6,
+    export: Mapping[str, Any] | None = None,
+    measured: bool = True,
+) -> Path:
+    """Train, export (with xgboost as the export-time scorer) and save an artifact into ``directory``."""
+    import xgboost as xgb
+
+    model_json = train_model_json(data, trees=trees, depth=depth)
+    training = data.problems("train")
+    metadata = ArtifactMetadata(
+        device_class="h200",
+        fingerprint={"gpu_name": "NVIDIA H200", "sm_count": 132, "compute_capability": "9.0"},
+        triton_version=str(data.columns["triton_version"][0]),
+        feature_names=FEATURE_NAMES,
+        feature_schema_version=FEATURE_SCHEMA_VERSION,
+        target="log_time_us",
+        domain=training_domain(training),
+        training={"trees": trees, "depth": depth, "fixture": True},
+    )
+    booster = xgb.Booster(model_file=bytearray(model_json))
+    booster.set_param({"nthread": 1})  # faster than 2 per call on small batches (thread start-up)
+    settings = {"step_log2": 6.0, "top_n": 6, "interior_samples": 2, "radius_log2": 3.0, **(export or {})}
+    files = prepare_artifact_files(model_json, metadata, scorer=booster.inplace_predict, **settings)
+    if measured:
+        files["measured.json"] = measured_json(data, training)
+    return save_artifact(directory, model_json, metadata, files)
+
+
+# Test modules bind these fixtures to their own names, and pytest keeps one session-scoped value per
+# binding; the caches below make every binding share one dataset and one artifact per test run.
+@functools.cache
+def _shared_dataset() -> Dataset:
+    return load_dataset()
+
+
+@functools.cache
+def _shared_artifact(base: Path) -> Path:
+    return build_fixture_artifact(base / "predict-artifact" / "h200", _shared_dataset())
+
+
+@pytest.fixture(scope="session")
+def dataset() -> Dataset:
+    return _shared_dataset()
+
+
+@pytest.fixture(scope="session")
+def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _shared_artifact(tmp_path_factory.getbasetemp())

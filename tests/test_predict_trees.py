@@ -1,0 +1,136 @@
+"""The numpy evaluator of XGBoost JSON models against xgboost itself, and what it refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilecost.errors import ArtifactError
+from tilecost.features import FEATURE_NAMES
+from tilecost.predict.trees import TreeEnsemble
+
+from . import test_predict_fixture as fixtures
+from .test_predict_fixture import Dataset
+
+artifact = fixtures.artifact  # the session fixture, shared by the predictor's test modules
+dataset = fixtures.dataset  # the session fixture, shared by the predictor's test modules
+
+xgb = pytest.importorskip("xgboost")
+
+
+@pytest.fixture(scope="module")
+def model_json(artifact: Path) -> bytes:
+    return (artifact / "model.json").read_bytes()
+
+
+def _rows(data: Dataset, count: int, seed: int = 0) -> np.ndarray:
+    index = np.random.default_rng(seed).choice(len(data.features), count, replace=False)
+    return data.features[index]
+
+
+def test_equals_xgboost_inplace_predict_on_real_feature_rows(dataset: Dataset, model_json: bytes) -> None:
+    rows = _rows(dataset, 3000)
+    booster = xgb.Booster(model_file=bytearray(model_json))
+
+    ours = TreeEnsemble.from_json(model_json, FEATURE_NAMES).predict(rows)
+    theirs = booster.inplace_predict(rows)
+
+    # Both sum float32 leaf values; ours in float64, so they differ only by float32 rounding (~1e-6 of ~5).
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_missing_values_take_each_node_default_direction(dataset: Dataset, model_json: bytes) -> None:
+    rows = _rows(dataset, 1000, seed=2)
+    rows[np.random.default_rng(3).random(rows.shape) < 0.3] = np.nan
+    booster = xgb.Booster(model_file=bytearray(model_json))
+
+    ours = TreeEnsemble.from_json(model_json).predict(rows)
+
+    np.testing.assert_allclose(ours, booster.inplace_predict(rows), rtol=1e-5, atol=1e-5)
+
+
+def test_single_rows_equal_the_batch(dataset: Dataset, model_json: bytes) -> None:
+    ensemble = TreeEnsemble.from_json(model_json)
+    rows = _rows(dataset, 600, seed=4)  # more than one 512-row block
+
+    batch = ensemble.predict(rows)
+
+    np.testing.assert_array_equal(batch[[0, 513, 599]], [ensemble.predict(rows[[i]])[0] for i in (0, 513, 599)])
+
+
+def _tiny_model(base_score: str = "[5E-1]", **tree_overrides: object) -> dict:
+    """One tree: x0 < 2 ? (x1 < 10 ? 1.0 : 2.0) : 3.0, missing x0 goes right (default_left 0)."""
+    tree = {
+        "left_children": [1, 3, -1, -1, -1],
+        "right_children": [2, 4, -1, -1, -1],
+        "split_indices": [0, 1, 0, 0, 0],
+        "split_conditions": [2.0, 10.0, 3.0, 1.0, 2.0],
+        "default_left": [0, 1, 0, 0, 0],
+        "split_type": [0, 0, 0, 0, 0],
+        "categories_nodes": [],
+        "tree_param": {"num_nodes": "5", "size_leaf_vector": "1", "num_feature": "2"},
+        **tree_overrides,
+    }
+    return {
+        "learner": {
+            "learner_model_param": {"base_score": base_score, "num_feature": "2", "num_target": "1", "num_class": "0"},
+            "objective": {"name": "reg:squarederror"},
+            "feature_names": [],
+            "gradient_booster": {"name": "gbtree", "model": {"trees": [tree]}},
+        },
+        "version": [3, 2, 0],
+    }
+
+
+@pytest.mark.parametrize("base_score", ["[5E-1]", "5E-1"])  # XGBoost >= 3 writes a vector, older a number
+def test_hand_built_tree_and_both_base_score_spellings(base_score: str) -> None:
+    ensemble = TreeEnsemble.from_json(json.dumps(_tiny_model(base_score)))
+    rows = np.array([[1.0, 5.0], [1.0, 10.0], [2.0, 0.0], [np.nan, 0.0], [1.0, np.nan]])
+
+    # 0.5 + leaf: x0=1<2, x1=5<10 -> 1.0; x1=10 is not < 10 -> 2.0; x0=2 is not < 2 -> 3.0;
+    # x0 missing -> right (default_left 0) -> 3.0; x1 missing -> left (default_left 1) -> 1.0.
+    np.testing.assert_allclose(ensemble.predict(rows), [1.5, 2.5, 3.5, 3.5, 1.5])
+    assert (ensemble.num_trees, ensemble.depth) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m["learner"]["gradient_booster"].update(name="dart"), "'dart' is not supported"),
+        (lambda m: m["learner"]["objective"].update(name="reg:gamma"), "objective 'reg:gamma'"),
+        (lambda m: m["learner"]["learner_model_param"].update(num_target="2"), "multi-target"),
+        (
+            lambda m: m["learner"]["gradient_booster"]["model"]["trees"][0].update(split_type=[0, 1, 0, 0, 0]),
+            "categorical",
+        ),
+        (
+            lambda m: m["learner"]["gradient_booster"]["model"]["trees"][0].update(split_indices=[7, 1, 0, 0, 0]),
+            "feature 7",
+        ),
+        (
+            lambda m: m["learner"]["gradient_booster"]["model"]["trees"][0].update(right_children=[2, 1, -1, -1, -1]),
+            "invalid child",
+        ),
+        (lambda m: m["learner"]["learner_model_param"].update(base_score="[1, 2]"), "not one number"),
+        (lambda m: m.pop("learner"), "not an XGBoost JSON model"),
+    ],
+)
+def test_refuses_what_it_cannot_evaluate_with_a_message(change: object, message: str) -> None:
+    model = _tiny_model()
+    change(model)  # type: ignore[operator]
+
+    with pytest.raises(ArtifactError, match=message):
+        TreeEnsemble.from_json(json.dumps(model))
+
+
+def test_refuses_a_feature_list_other_than_the_sidecars() -> None:
+    with pytest.raises(ArtifactError, match="2 features, metadata.json lists 3"):
+        TreeEnsemble.from_json(json.dumps(_tiny_model()), ("a", "b", "c"))
+
+
+def test_refuses_rows_of_the_wrong_width() -> None:
+    with pytest.raises(ValueError, match=r"shape \(rows, 2\)"):
+        TreeEnsemble.from_json(json.dumps(_tiny_model())).predict(np.zeros((3, 5)))

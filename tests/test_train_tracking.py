@@ -1,0 +1,100 @@
+"""Training runs in a real MLflow store (sqlite in a temporary directory): what is logged, and the
+``champion`` alias moving only when a new model beats the current one on the same evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_train_fixtures import write_dataset
+from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from tilecost.train.pipeline import train_device_class
+from tilecost.train.tracking import CHAMPION_ALIAS, tracking_uri
+
+WEAK = {"n_estimators": 1, "max_depth": 1, "n_jobs": 1}
+STRONG = {"n_estimators": 60, "max_depth": 6, "n_jobs": 1}
+
+pytest.importorskip("mlflow")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory):
+    """Three runs into one store: weak (first champion), strong (beats it), weak again (does not)."""
+    base = tmp_path_factory.mktemp("mlflow")
+    root = write_dataset(base / "ds")
+    uri = f"sqlite:///{base / 'mlflow.db'}"
+    monkey = pytest.MonkeyPatch()
+    monkey.chdir(base)  # MLflow puts a sqlite store's artifacts under ./mlruns
+    # The predictor's shortlists take ~15 s to precompute even here; tests/test_train_export.py
+    # covers the hook, so these runs get a stand-in.
+    monkey.setattr("tilecost.predict.prepare_artifact_files", lambda model_json, metadata, **_: {"fake.json": b"{}"})
+    try:
+        results = [
+            train_device_class(root, "h200", model_params=params, tracking_uri=uri, export_dir=base / f"art{i}")
+            for i, params in enumerate((WEAK, STRONG, WEAK))
+        ]
+    finally:
+        monkey.undo()
+    return uri, root, results
+
+
+def _client(uri: str):
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient()
+
+
+def test_champion_moves_only_on_improvement(runs) -> None:
+    uri, _, (weak, strong, weak_again) = runs
+    assert strong.evaluation.score() > weak.evaluation.score()  # the premise of this test
+
+    assert (weak.run.promoted, weak.run.reason) == (True, "no champion yet")
+    assert strong.run.promoted and strong.run.reason.startswith("beats champion v1")
+    assert not weak_again.run.promoted and weak_again.run.reason.startswith("does not beat champion v2")
+    champion = _client(uri).get_model_version_by_alias("tilecost-h200", CHAMPION_ALIAS)
+    assert str(champion.version) == strong.run.model_version == "2"
+    # The champion was re-evaluated on the same problems: its score is the strong run's own.
+    assert weak_again.run.champion_score == pytest.approx(strong.evaluation.score())
+
+
+def test_run_logs_params_metrics_dataset_and_feature_schema(runs) -> None:
+    uri, _, (_, strong, _) = runs
+    client = _client(uri)
+    run = client.get_run(strong.run.run_id)
+
+    assert run.data.params["dataset_digest"] == strong.measurements.digest
+    assert run.data.params["target"] == "log_time_over_roofline"
+    assert run.data.params["model.n_estimators"] == "60"
+    assert run.data.metrics["heldout_top1_geomean"] == pytest.approx(strong.evaluation.summary()["top1_geomean"])
+    assert "heldout_tutorial_geomean" in run.data.metrics and "rows_ok" in run.data.metrics
+    (dataset_input,) = run.inputs.dataset_inputs
+    assert strong.measurements.digest.startswith(dataset_input.dataset.digest)
+    local = client.download_artifacts(run.info.run_id, "feature_schema.json")
+    schema = json.loads(Path(local).read_text())
+    assert schema == {"feature_names": list(FEATURE_NAMES), "feature_schema_version": FEATURE_SCHEMA_VERSION}
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"evaluation.txt", "predictor_artifact"} <= artifacts
+
+
+def test_registered_model_versions_carry_their_target_and_schema(runs) -> None:
+    uri, _, results = runs
+    client = _client(uri)
+    versions = client.search_model_versions("name='tilecost-h200'")
+
+    assert sorted(int(v.version) for v in versions) == [1, 2, 3]
+    for version in versions:
+        assert version.tags["target"] == "log_time_over_roofline"
+        assert version.tags["feature_schema_version"] == str(FEATURE_SCHEMA_VERSION)
+    assert {r.run.model_version for r in results} == {"1", "2", "3"}
+
+
+def test_tracking_uri_defaults_to_local_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking_uri() == "sqlite:///mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    assert tracking_uri() == "http://tracking:5000"
+    assert tracking_uri("sqlite:///x.db") == "sqlite:///x.db"

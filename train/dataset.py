@@ -1,0 +1,276 @@
+"""Reading the measurement dataset for training and evaluation, with the checks that keep bad data out.
+
+:func:`load_measurements` reads one device class of the Parquet dataset written by
+:class:`tilecost.collect.store.DatasetStore`, pushing the selection down to pyarrow: partition
+pruning on the Hive folders (``device_class=``/``dtype=``/``layout=``), a filter expression on the
+same columns (and on ``triton_version`` if asked), and a projection onto the columns training needs.
+It refuses, with :class:`~tilecost.errors.DatasetError` naming the file, column or value:
+
+* a file of another schema version, or one that lacks a column training reads;
+* a device class (or dtype/layout selection) with no files or no rows, naming what exists;
+* a status outside :class:`~tilecost.measurement.Status`, or a timed row (``ok``/``hopeless``)
+  without a positive finite time;
+* rows measured with more than one Triton version (timings change between releases; pick one);
+* a dataset in which every row failed.
+
+Only timed rows are candidates: ``ok`` rows carry the full protocol's median and ``hopeless`` rows
+the screening time that bounds them (a true, noisier time of a configuration more than 3x slower
+than the best screened), both valid measurements. Failed rows (compile errors and the like) are
+counted by status in :attr:`Measurements.status_counts` and reported, never silently dropped: a
+warning is raised when they are more than half of the rows read.
+
+:attr:`Measurements.digest` is a SHA-256 over the relative names and the bytes of exactly the files
+read, in sorted order, so that a model can be traced to the data it saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tilecost.errors import DatasetError
+from tilecost.measurement import Status
+from tilecost.problem import DType, Layout
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = ["FINGERPRINT_COLUMNS", "Measurements", "REQUIRED_COLUMNS", "load_measurements"]
+
+# What the device fingerprint of a model is made of (one value each, or the sorted distinct values).
+FINGERPRINT_COLUMNS = (
+    "gpu_name",
+    "sm_count",
+    "compute_capability",
+    "driver_version",
+    "cuda_version",
+    "torch_version",
+    "triton_version",
+)
+# Columns training and evaluation read; a file without one of them is refused.
+REQUIRED_COLUMNS = (
+    "device_class",
+    *FINGERPRINT_COLUMNS,
+    "role",
+    "sample_fraction",
+    "problem_key",
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "layout",
+    "config_id",
+    "variant",
+    "block_m",
+    "block_n",
+    "block_k",
+    "group_m",
+    "split_k",
+    "num_warps",
+    "num_stages",
+    "status",
+    "time_us",
+)
+ROLES = ("train", "heldout")
+# Above this share of failed rows a warning says how much of the data cannot be used.
+FAILED_WARNING_SHARE = 0.5
+
+
+@dataclass(frozen=True, eq=False)
+class Measurements:
+    """The timed rows of one device class, with where they came from.
+
+    ``frame`` holds one row per timed (problem, configuration) measurement, columns
+    :data:`REQUIRED_COLUMNS` plus ``time_us``; ``files`` are the dataset-relative names of the
+    Parquet files read, ``digest`` their SHA-256 (see the module docstring), ``status_counts`` the
+    number of rows read per status before failed rows were set aside.
+    """
+
+    device_class: str
+    frame: pd.DataFrame
+    files: tuple[str, ...]
+    digest: str
+    status_counts: dict[str, int]
+    root: str = ""
+    selection: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows_read(self) -> int:
+        return sum(self.status_counts.values())
+
+    @property
+    def rows_timed(self) -> int:
+        return len(self.frame)
+
+    def problem_keys(self, role: str | None = None) -> list[str]:
+        """Sorted problem keys, of one role (``train`` or ``heldout``) if given."""
+        frame = self.frame if role is None else self.frame[self.frame["role"] == role]
+        return sorted(frame["problem_key"].unique().tolist())
+
+    def subset(self, role: str) -> pd.DataFrame:
+        """The rows of one role, in dataset order."""
+        if role not in ROLES:
+            raise ValueError(f"role={role!r} is not allowed; use one of {ROLES}")
+        return self.frame[self.frame["role"] == role].reset_index(drop=True)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Device fingerprint of the rows: each column's single value, or its sorted distinct values."""
+        out: dict[str, Any] = {}
+        for column in FINGERPRINT_COLUMNS:
+            values = sorted({_plain(v) for v in self.frame[column].unique()}, key=str)
+            out[column] = values[0] if len(values) == 1 else values
+        return out
+
+    def summary(self) -> str:
+        """One line: rows read by status, rows kept, problems per role, files."""
+        counts = ", ".join(f"{status} {count:,}" for status, count in sorted(self.status_counts.items()))
+        roles = ", ".join(f"{len(self.problem_keys(role))} {role}" for role in ROLES)
+        return (
+            f"{self.device_class}: read {self.rows_read:,} rows ({counts}) from {len(self.files)} files; "
+            f"{self.rows_timed:,} timed rows kept as candidates; problems: {roles}; digest {self.digest[:12]}"
+        )
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python values, so that fingerprints serialise as JSON."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _selected(path: str, key: str, allowed: set[str] | None) -> bool:
+    """Partition pruning by the Hive folder ``key=value`` in ``path`` (kept when the folder is absent)."""
+    if allowed is None:
+        return True
+    for part in path.split("/"):
+        if part.startswith(f"{key}="):
+            return part.split("=", 1)[1] in allowed
+    return True
+
+
+def _check_file(path: str, fs: Any) -> None:
+    """Schema version and required columns of one file, from its footer only."""
+    import pyarrow.parquet as pq
+
+    from tilecost.collect.store import check_schema_version
+
+    check_schema_version(path, fs)
+    names = set(pq.read_schema(path, filesystem=fs).names)
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise DatasetError(f"{path}: missing column(s) {missing}; training reads {list(REQUIRED_COLUMNS)}")
+
+
+def dataset_digest(paths: Sequence[str], root: str, fs: Any) -> str:
+    """SHA-256 over ``relative name NUL bytes NUL`` of each file, in sorted order of names."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        relative = path[len(root) :].lstrip("/") if path.startswith(root) else path
+        digest.update(relative.encode())
+        digest.update(b"\0")
+        with fs.open_input_stream(path) as stream:
+            digest.update(stream.read())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def load_measurements(
+    root: str | Path,
+    device_class: str,
+    *,
+    dtypes: Sequence[DType | str] | None = None,
+    layouts: Sequence[Layout | str] | None = None,
+    triton_version: str | None = None,
+) -> Measurements:
+    """Read the timed rows of ``device_class`` (optionally some dtypes/layouts, one Triton version).
+
+    ``root`` is the dataset root (a path or a pyarrow URI). Raises
+    :class:`~tilecost.errors.DatasetError` for the bad data listed in the module docstring.
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from tilecost.collect.store import DatasetStore, schema
+
+    store = DatasetStore(root)
+    dtype_values = None if dtypes is None else {DType.parse(d).value for d in dtypes}
+    layout_values = None if layouts is None else {Layout.parse(x).value for x in layouts}
+    every = store.files(device_class)
+    if not every:
+        known = sorted({p.split("device_class=", 1)[1].split("/", 1)[0] for p in store.files() if "device_class=" in p})
+        raise DatasetError(f"no measurement files for device class {device_class!r} under {root}; found {known}")
+    paths = [p for p in every if _selected(p, "dtype", dtype_values) and _selected(p, "layout", layout_values)]
+    selection = {
+        "dtypes": sorted(dtype_values) if dtype_values else None,
+        "layouts": sorted(layout_values) if layout_values else None,
+        "triton_version": triton_version,
+    }
+    if not paths:
+        raise DatasetError(
+            f"no files of device class {device_class!r} match {selection} ({len(every)} files of other dtypes/layouts)"
+        )
+    for path in paths:
+        _check_file(path, store.fs)
+
+    expr = pc.field("device_class") == device_class
+    if dtype_values:
+        expr &= pc.field("dtype").isin(sorted(dtype_values))
+    if layout_values:
+        expr &= pc.field("layout").isin(sorted(layout_values))
+    if triton_version:
+        expr &= pc.field("triton_version") == triton_version
+    dataset = ds.dataset(paths, filesystem=store.fs, format="parquet", schema=schema())
+    table: pa.Table = dataset.to_table(columns=list(REQUIRED_COLUMNS), filter=expr)
+    if table.num_rows == 0:
+        raise DatasetError(f"device class {device_class!r}: {len(paths)} files but no rows match {selection}")
+    frame = table.to_pandas()
+
+    statuses = frame["status"].value_counts()
+    counts = {str(s): int(c) for s, c in statuses.items()}
+    unknown = sorted(set(counts) - {s.value for s in Status})
+    if unknown:
+        raise DatasetError(
+            f"device class {device_class!r}: unknown status value(s) {unknown}; allowed {[s.value for s in Status]}"
+        )
+    timed_values = [s.value for s in Status if s.timed]
+    timed = frame["status"].isin(timed_values).to_numpy()
+    if not timed.any():
+        raise DatasetError(
+            f"device class {device_class!r}: all {len(frame):,} rows failed ({counts}); nothing to train on"
+        )
+    times = frame["time_us"].to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = timed & ~(np.isfinite(times) & (times > 0))
+    if bad.any():
+        example = frame.loc[bad, ["problem_key", "config_id", "status", "time_us"]].iloc[0].to_dict()
+        raise DatasetError(f"{int(bad.sum())} timed row(s) without a positive finite time_us, e.g. {example}")
+    failed = len(frame) - int(timed.sum())
+    if failed > FAILED_WARNING_SHARE * len(frame):
+        warnings.warn(
+            f"device class {device_class!r}: {failed:,} of {len(frame):,} rows failed ({counts}); "
+            "only the timed rows are candidates",
+            stacklevel=2,
+        )
+    frame = frame[timed].reset_index(drop=True)
+    roles = sorted(set(frame["role"].unique()) - set(ROLES))
+    if roles:
+        raise DatasetError(f"device class {device_class!r}: unknown role value(s) {roles}; allowed {list(ROLES)}")
+    versions = sorted(frame["triton_version"].unique())
+    if len(versions) > 1:
+        raise DatasetError(
+            f"device class {device_class!r}: rows from Triton versions {versions}; "
+            "timings differ between releases, so train on one (--triton-version)"
+        )
+    relative = tuple(p[len(store.root) :].lstrip("/") for p in paths)
+    return Measurements(
+        device_class=device_class,
+        frame=frame,
+        files=relative,
+        digest=dataset_digest(paths, store.root, store.fs),
+        status_counts=counts,
+        root=str(root),
+        selection=selection,
+    )

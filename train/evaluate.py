@@ -1,0 +1,255 @@
+"""Judging a cost model the way its users meet it: on shapes it never saw, against the best measured.
+
+For each evaluation problem every timed candidate is ranked (held-out problems were measured over
+their whole candidate space, so the best of the space is known). Per problem:
+
+* **top-1** = best measured time / time of the model's first choice (1.0 = it found the best);
+* **top-5** = best measured time / the best time among the model's first five (the case where a
+  user benchmarks the shortlist, as NVIDIA's heuristics are used);
+* **Kendall τ** (τ-b) between predicted and measured times, over all candidates;
+* **log-RMSE** of the predicted time, ``sqrt(mean((ln predicted - ln measured)²))``, pooled over
+  the rows of all problems.
+
+Across problems: the geometric mean and the worst problem. Side by side, on the same problems, the
+baselines of :mod:`tilecost.train.baselines` (fixed config, tutorial autotune list, roofline model;
+the best in the space is 1.0 by definition), broken down by dtype, layout, skinny M (M <= 64),
+unaligned dims (N or K not a multiple of 16) and size (2·M·N·K below or above 1e10 FLOP).
+
+Failed statuses are not candidates; ``hopeless`` rows are (they are valid measured times).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tilecost.config import KernelVariant, TileConfig
+from tilecost.device import DeviceSpec
+from tilecost.features import ConfigArrays
+from tilecost.problem import Problem
+from tilecost.space import config_space
+
+from .baselines import fixed_choice, roofline_order, tutorial_choice
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["BASELINES", "Evaluation", "ProblemResult", "evaluate_predictions", "problem_groups"]
+
+BASELINES = ("fixed", "tutorial", "roofline")
+SKINNY_M = 64
+SMALL_FLOP = 1e10
+TOP_K = 5
+
+
+@dataclass(frozen=True)
+class ProblemResult:
+    """One evaluation problem: its candidates, the best measured and how each ranker did."""
+
+    problem: Problem
+    candidates: int
+    best_config: str
+    best_time_us: float
+    model_config: str
+    top1: float
+    top5: float
+    kendall_tau: float
+    log_rmse: float
+    baselines: dict[str, float] = field(default_factory=dict)  # name -> best time / its pick's time
+    baseline_configs: dict[str, str] = field(default_factory=dict)
+
+
+def problem_groups(problem: Problem) -> list[tuple[str, str]]:
+    """The breakdown groups ``(slug, label)`` a problem belongs to, ``("all", "all")`` first."""
+    groups = [
+        ("all", "all"),
+        (f"dtype_{problem.dtype.value}", f"dtype {problem.dtype.value}"),
+        (f"layout_{problem.layout.value}", f"layout {problem.layout.value}"),
+    ]
+    groups.append(("skinny_m", f"M <= {SKINNY_M}") if problem.m <= SKINNY_M else ("wide_m", f"M > {SKINNY_M}"))
+    unaligned = problem.n % 16 or problem.k % 16
+    groups.append(("unaligned", "N or K % 16 != 0") if unaligned else ("aligned", "N, K % 16 == 0"))
+    groups.append(("small", "2MNK < 1e10") if problem.flops < SMALL_FLOP else ("large", "2MNK >= 1e10"))
+    return groups
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(values)))) if len(values) else math.nan
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-problem results and their aggregates; :meth:`metrics` for MLflow, :meth:`table` for people."""
+
+    problems: tuple[ProblemResult, ...]
+    log_rmse: float
+    rows: int
+
+    def summary(self, slug: str = "all") -> dict[str, float]:
+        """Aggregates over the problems of one breakdown group (see :func:`problem_groups`)."""
+        chosen = [r for r in self.problems if any(s == slug for s, _ in problem_groups(r.problem))]
+        out: dict[str, float] = {"problems": float(len(chosen))}
+        if not chosen:
+            return out
+        top1 = [r.top1 for r in chosen]
+        top5 = [r.top5 for r in chosen]
+        out.update(
+            top1_geomean=_geomean(top1),
+            top1_worst=min(top1),
+            top5_geomean=_geomean(top5),
+            top5_worst=min(top5),
+            kendall_tau=float(np.nanmean([r.kendall_tau for r in chosen])),
+        )
+        for name in BASELINES:
+            values = [r.baselines[name] for r in chosen]
+            out[f"{name}_geomean"] = _geomean(values)
+            out[f"{name}_worst"] = min(values)
+        return out
+
+    def groups(self) -> list[tuple[str, str]]:
+        """Every breakdown group present, ``all`` first, each once, in a stable order."""
+        seen: dict[str, str] = {}
+        for result in self.problems:
+            for slug, label in problem_groups(result.problem):
+                seen.setdefault(slug, label)
+        order = ["all", "skinny_m", "wide_m", "unaligned", "aligned", "small", "large"]
+        return sorted(seen.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 1, kv[0]))
+
+    def metrics(self, prefix: str = "heldout") -> dict[str, float]:
+        """Flat metrics: ``<prefix>_<name>`` for all problems, ``<prefix>_<name>/<group>`` per group."""
+        out = {f"{prefix}_{k}": v for k, v in self.summary("all").items()}
+        out[f"{prefix}_log_rmse"] = self.log_rmse
+        for slug, _ in self.groups()[1:]:
+            for key, value in self.summary(slug).items():
+                out[f"{prefix}_{key}/{slug}"] = value
+        return {k: float(v) for k, v in out.items()}
+
+    def score(self) -> tuple[float, float, float]:
+        """What "better" means between two models on the same problems, compared in this order:
+        top-1 geometric mean, top-1 worst problem, top-5 geometric mean."""
+        s = self.summary("all")
+        return (s["top1_geomean"], s["top1_worst"], s["top5_geomean"])
+
+    def table(self, per_problem: bool = True) -> str:
+        """The readable report: a breakdown table, then (optionally) one line per problem."""
+        lines = [
+            f"{'group':<20} {'probs':>5} | {'model top1':>10} {'worst':>6} {'top5':>6} {'worst':>6} {'tau':>5} |"
+            f" {'fixed':>6} {'tutorial':>8} {'roofline':>8} {'best':>5}",
+        ]
+        lines.append("-" * len(lines[0]))
+        for slug, label in self.groups():
+            s = self.summary(slug)
+            lines.append(
+                f"{label:<20} {int(s['problems']):>5} | {s['top1_geomean']:>10.3f} {s['top1_worst']:>6.3f}"
+                f" {s['top5_geomean']:>6.3f} {s['top5_worst']:>6.3f} {s['kendall_tau']:>5.2f} |"
+                f" {s['fixed_geomean']:>6.3f} {s['tutorial_geomean']:>8.3f} {s['roofline_geomean']:>8.3f} {1:>5.3f}"
+            )
+        lines.append(
+            f"geometric means of best time / chosen time over problems; 'worst' is the worst problem; "
+            f"log-RMSE of predicted time {self.log_rmse:.3f} over {self.rows:,} candidates"
+        )
+        if per_problem:
+            lines.append("")
+            head = (
+                f"{'problem':<26} {'cands':>5} {'best us':>9} {'top1':>6} {'top5':>6} {'tau':>5} |"
+                f" {'fixed':>6} {'tutor':>6} {'roof':>6} | best config / model's choice"
+            )
+            lines.append(head)
+            lines.append("-" * len(head))
+            for r in sorted(self.problems, key=lambda r: r.top1):
+                b = r.baselines
+                lines.append(
+                    f"{r.problem.key:<26} {r.candidates:>5} {r.best_time_us:>9.2f} {r.top1:>6.3f} {r.top5:>6.3f}"
+                    f" {r.kendall_tau:>5.2f} | {b['fixed']:>6.3f} {b['tutorial']:>6.3f} {b['roofline']:>6.3f} |"
+                    f" {r.best_config} / {r.model_config}"
+                )
+        return "\n".join(lines)
+
+
+def _space_rank(problem: Problem, device: DeviceSpec, keys: Sequence[str], cache: dict) -> np.ndarray:
+    """Each key's position in the candidate space of the problem's dtype and layout (unknown keys last)."""
+    slot = (problem.dtype, problem.layout)
+    if slot not in cache:
+        cache[slot] = {c.key: i for i, c in enumerate(config_space(device, problem.dtype, problem.layout))}
+    order = cache[slot]
+    return np.array([order.get(k, len(order)) for k in keys], dtype=np.int64)
+
+
+def _kendall_tau(predicted: np.ndarray, measured: np.ndarray) -> float:
+    from scipy.stats import kendalltau
+
+    if len(predicted) < 2:
+        return math.nan
+    return float(kendalltau(predicted, measured).statistic)
+
+
+def evaluate_predictions(
+    frame: pd.DataFrame,
+    predicted_us: np.ndarray,
+    device: DeviceSpec,
+    *,
+    roofline: Callable[[Problem, ConfigArrays, DeviceSpec, np.ndarray], np.ndarray] = roofline_order,
+) -> Evaluation:
+    """Evaluate predicted times of the candidate rows in ``frame`` (one row per timed candidate).
+
+    ``frame`` needs ``problem_key``, ``config_id``, ``time_us`` and the configuration columns
+    (``variant``, ``block_m`` ... ``num_stages``) of :mod:`tilecost.collect.store`; ``predicted_us``
+    is aligned with its rows. Ties in the prediction go to the earlier candidate in the space's order.
+    """
+    predicted_us = np.asarray(predicted_us, dtype=np.float64)
+    if len(predicted_us) != len(frame):
+        raise ValueError(f"predicted_us has {len(predicted_us)} values for {len(frame)} rows")
+    if len(frame) == 0:
+        raise ValueError("no candidate rows to evaluate")
+    if not (np.isfinite(predicted_us) & (predicted_us > 0)).all():
+        raise ValueError("predicted_us must be positive and finite")
+    measured = frame["time_us"].to_numpy(dtype=np.float64)
+    cache: dict = {}
+    results = []
+    for key, index in frame.groupby("problem_key", sort=True).indices.items():
+        rows = frame.iloc[index]
+        problem = Problem.from_key(str(key))
+        keys = rows["config_id"].astype(str).tolist()
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{problem}: a configuration appears twice among its candidates; deduplicate first")
+        times = measured[index]
+        pred = predicted_us[index]
+        rank = _space_rank(problem, device, keys, cache)
+        order = np.lexsort((rank, pred))
+        best = float(times.min())
+        configs = [
+            TileConfig(KernelVariant.parse(v), int(bm), int(bn), int(bk), int(g), int(s), int(w), int(p))
+            for v, bm, bn, bk, g, s, w, p in zip(
+                rows["variant"], rows["block_m"], rows["block_n"], rows["block_k"],
+                rows["group_m"], rows["split_k"], rows["num_warps"], rows["num_stages"], strict=True,
+            )
+        ]  # fmt: skip
+        arrays = ConfigArrays.from_configs(configs)
+        fixed = fixed_choice(problem, configs)
+        tutorial = tutorial_choice(problem, configs, times)
+        roof = int(roofline(problem, arrays, device, rank)[0])
+        results.append(
+            ProblemResult(
+                problem=problem,
+                candidates=len(index),
+                best_config=keys[int(np.argmin(times))],
+                best_time_us=best,
+                model_config=keys[order[0]],
+                top1=best / float(times[order[0]]),
+                top5=best / float(times[order[:TOP_K]].min()),
+                kendall_tau=_kendall_tau(pred, times),
+                log_rmse=float(np.sqrt(np.mean((np.log(pred) - np.log(times)) ** 2))),
+                baselines={
+                    "fixed": best / float(times[fixed.index]),
+                    "tutorial": best / float(times[tutorial.index]),
+                    "roofline": best / float(times[roof]),
+                },
+                baseline_configs={"fixed": keys[fixed.index], "tutorial": keys[tutorial.index], "roofline": keys[roof]},
+            )
+        )
+    log_rmse = float(np.sqrt(np.mean((np.log(predicted_us) - np.log(measured)) ** 2)))
+    return Evaluation(problems=tuple(results), log_rmse=log_rmse, rows=len(frame))

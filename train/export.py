@@ -1,0 +1,188 @@
+"""Exporting a trained cost model as the self-contained artifact the predictor loads.
+
+The artifact (format: :mod:`tilecost.predict.artifact`) is the booster in XGBoost's JSON format, a
+``metadata.json`` sidecar and extra files, never a pickle:
+
+* the sidecar records the device class and fingerprint of the measurements, the Triton version,
+  :data:`~tilecost.features.FEATURE_NAMES` and :data:`~tilecost.features.FEATURE_SCHEMA_VERSION`,
+  the target transform, the training domain (:func:`training_domain`) and how the model was
+  trained (parameters, seed, dataset digest, metrics, row counts);
+* ``measured.json`` is the tuning database of measured bests (:func:`measured_database`) over
+  every measured problem, training and held-out: a shape that was measured needs no model;
+* whatever :func:`tilecost.predict.prepare_artifact_files` precomputes for the predictor, when
+  that function exists (shortlists, out-of-distribution calibration), merged in.
+
+The shipped model lives in ``tilecost/models/<device class>/`` (:func:`default_export_dir`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from tilecost.predict.artifact import ArtifactMetadata, save_artifact
+from tilecost.problem import DType, Layout, Problem
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .evaluate import Evaluation
+
+__all__ = [
+    "MEASURED_FILE",
+    "build_metadata",
+    "default_export_dir",
+    "export_artifact",
+    "measured_database",
+    "ood_calibration",
+    "training_domain",
+]
+
+MEASURED_FILE = "measured.json"
+
+
+def default_export_dir(device_class: str) -> Path:
+    """``tilecost/models/<device_class>/`` inside the installed package (the shipped model)."""
+    import tilecost
+
+    return Path(tilecost.__file__).resolve().parent / "models" / device_class
+
+
+def _predict_function(name: str) -> Any:
+    """A function of :mod:`tilecost.predict` if this version has it (the predictor is built alongside)."""
+    return getattr(importlib.import_module("tilecost.predict"), name, None)
+
+
+def training_domain(frame: pd.DataFrame) -> dict[str, Any]:
+    """What the model was trained on, for out-of-distribution checks.
+
+    The predictor's own form (:func:`tilecost.predict.training_domain`: ``dtypes``, ``layouts``,
+    ``log2_min``/``log2_max`` per dimension and ``problems`` as sorted problem keys, which carry
+    dtype and layout), plus ``log2_m``/``log2_n``/``log2_k`` as ``[min, max]`` and
+    ``problem_dims``, each training problem as ``[m, n, k, dtype, layout]``.
+    """
+    rows = frame[["m", "n", "k", "dtype", "layout"]].drop_duplicates()
+    problems = sorted(
+        (
+            Problem(int(m), int(n), int(k), DType.parse(d), Layout.parse(x))
+            for m, n, k, d, x in rows.itertuples(index=False, name=None)
+        ),
+        key=lambda p: p.key,
+    )
+    if not problems:
+        raise ValueError("no training problems: the training domain would be empty")
+    predictor_form = _predict_function("training_domain")
+    domain: dict[str, Any] = dict(predictor_form(problems)) if predictor_form else {}
+    domain.setdefault("dtypes", sorted({p.dtype.value for p in problems}))
+    domain.setdefault("layouts", sorted({p.layout.value for p in problems}))
+    domain.setdefault("problems", [p.key for p in problems])
+    for dim in ("m", "n", "k"):
+        values = [getattr(p, dim) for p in problems]
+        domain[f"log2_{dim}"] = [math.log2(min(values)), math.log2(max(values))]
+    domain["problem_dims"] = [[p.m, p.n, p.k, p.dtype.value, p.layout.value] for p in problems]
+    return domain
+
+
+def ood_calibration(evaluation: Evaluation | None, training: Sequence[Problem]) -> dict[str, Any]:
+    """``metadata.ood``: thresholds :func:`tilecost.predict.calibrate_ood` fits on the held-out
+    problems' top-1 fractions (empty when there is no evaluation or no such function)."""
+    calibrate = _predict_function("calibrate_ood")
+    if calibrate is None or evaluation is None or not evaluation.problems:
+        return {}
+    heldout = [r.problem for r in evaluation.problems]
+    return dict(calibrate(heldout, [min(1.0, r.top1) for r in evaluation.problems], list(training)))
+
+
+def measured_database(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """The best measured configuration of every problem in ``frame`` (timed rows).
+
+    ``{problem_key: {"config_id", "time_us", "complete", "configs_measured"}}``: the fastest timed
+    configuration and its time; ``complete`` when the problem's whole candidate space was measured
+    (its sweep's ``sample_fraction`` is 1.0), so the best is the best of the space;
+    ``configs_measured``, how many distinct configurations carry a time. Ties go to the smaller
+    config id, so the file is deterministic.
+    """
+    ordered = frame.sort_values(["problem_key", "time_us", "config_id"], kind="stable")
+    database: dict[str, dict[str, Any]] = {}
+    for key, rows in ordered.groupby("problem_key", sort=True):
+        first = rows.iloc[0]
+        database[str(key)] = {
+            "config_id": str(first["config_id"]),
+            "time_us": float(first["time_us"]),
+            "complete": bool(float(rows["sample_fraction"].max()) >= 1.0),
+            "configs_measured": int(rows["config_id"].nunique()),
+        }
+    return database
+
+
+def build_metadata(
+    *,
+    device_class: str,
+    fingerprint: Mapping[str, Any],
+    target: str,
+    domain: Mapping[str, Any],
+    training: Mapping[str, Any],
+    ood: Mapping[str, Any] | None = None,
+) -> ArtifactMetadata:
+    """The sidecar for a model trained on the current feature schema."""
+    triton = fingerprint.get("triton_version")
+    if not isinstance(triton, str):
+        raise ValueError(f"fingerprint triton_version={triton!r}: the rows must come from one Triton version")
+    return ArtifactMetadata(
+        device_class=device_class,
+        fingerprint=dict(fingerprint),
+        triton_version=triton,
+        feature_names=tuple(FEATURE_NAMES),
+        feature_schema_version=FEATURE_SCHEMA_VERSION,
+        target=target,
+        domain=dict(domain),
+        training=dict(training),
+        ood=dict(ood or {}),
+    )
+
+
+def _predictor_files(model_json: bytes, metadata: ArtifactMetadata, scorer: Any = None) -> dict[str, bytes]:
+    """Files :func:`tilecost.predict.prepare_artifact_files` precomputes, if that function exists.
+
+    ``scorer`` (the booster's ``inplace_predict``) is passed when the function takes one: it scores
+    the shortlists' sample shapes about 20x faster than evaluating the JSON trees in numpy, and the
+    function checks it against them first.
+    """
+    prepare = _predict_function("prepare_artifact_files")
+    if prepare is None:
+        return {}
+    accepts_scorer = "scorer" in inspect.signature(prepare).parameters
+    files = (
+        prepare(model_json, metadata, scorer=scorer)
+        if scorer is not None and accepts_scorer
+        else prepare(model_json, metadata)
+    )
+    if not isinstance(files, Mapping) or not all(isinstance(v, bytes) for v in files.values()):
+        raise TypeError("tilecost.predict.prepare_artifact_files must return a dict of file name -> bytes")
+    return dict(files)
+
+
+def export_artifact(
+    directory: str | Path,
+    model_json: bytes,
+    metadata: ArtifactMetadata,
+    measured: Mapping[str, Mapping[str, Any]],
+    *,
+    scorer: Any = None,
+) -> tuple[Path, list[str]]:
+    """Write the artifact to ``directory``; returns it and the names of the files written besides
+    the booster and the sidecar. ``scorer``: see :func:`_predictor_files`."""
+    extra = {MEASURED_FILE: json.dumps(measured, indent=1, sort_keys=True).encode()}
+    predictor = _predictor_files(model_json, metadata, scorer)
+    clash = sorted(set(predictor) & set(extra))
+    if clash:
+        raise ValueError(f"prepare_artifact_files returned {clash}, which training writes itself")
+    extra.update(predictor)
+    path = save_artifact(directory, model_json, metadata, extra)
+    return path, sorted(extra)

@@ -1,0 +1,318 @@
+"""The cost model: an XGBoost regressor of a configuration's time on a problem, scikit-learn style.
+
+:class:`CostModel` maps the feature matrix of :func:`tilecost.features.feature_matrix` (columns
+:data:`~tilecost.features.FEATURE_NAMES`) to a predicted time in µs. The booster itself fits a
+*target*, one of :data:`tilecost.predict.artifact.TARGETS`:
+
+* ``log_time_over_roofline`` (the default): ``ln(time_us / roofline_us)``, where ``roofline_us`` is
+  the seed's analytical time of the same (problem, configuration) pair, read from the
+  ``log2_roofline_time_us`` feature. Predicted µs = roofline µs × exp(prediction).
+* ``log_time_us``: ``ln(time_us)``.
+
+Why the ratio to the roofline: times span five orders of magnitude (4 µs to 200 ms) across problems,
+and trees predict piecewise constants, so on ``ln(time)`` most of their splits go to telling problem
+sizes apart and a shape larger or smaller than any trained on gets a time clamped to the nearest leaf.
+Dividing by the roofline takes the size out (it is proportional to 2·M·N·K / peak for compute-bound
+shapes), leaves the trees the kernel's inefficiency, a quantity of order 1-100 that transfers between
+sizes, and lets them spend their splits on what tells configurations of one problem apart. On grouped
+5-fold cross-validation over the 92 H200 training problems (two shuffles, the protocol of
+benchmarks/train_quality.py) the ratio target ranked at least as well as ``ln(time)`` at equal
+settings: top-1 0.789 against 0.780 geometric mean, and without per-problem balancing 0.778 against
+0.732; the held-out problems were not used to choose.
+
+Weights: by default each problem carries the same total weight (``balance_problems``); without it
+problems with 2,500 candidates outweigh those with 60 forty-fold, while the user cares about each
+shape equally. ``hopeless_weight`` scales rows whose time is a screening bound (noisier).
+
+Defaults (depth 8, learning rate 0.1, 300 trees, row and column subsampling 0.8) are what grouped
+cross-validation over the training problems preferred, or could not tell apart, among ~45 settings
+(depth 4-12, learning rate 0.03-0.2 with 150-1000 trees, min_child_weight 1-50, column sampling
+0.3-1, L2 1-100, pseudo-Huber loss, target caps, near-best and hopeless weights, bagging): all lay
+within 0.73-0.81 top-1, differences of the size of the folds' noise; more trees cost the predictor
+time on every call and its export-time precomputation, so 300 stay.
+
+``rank_rounds`` > 0 adds that many trees fitted with XGBoost's pairwise ranking objective
+(``rank:pairwise``, one query per problem, relevance falling by one grade per 1/16 octave slower
+than the problem's best) on top of the regression, starting from its predictions, negated into the
+same booster. Pairwise gradients sum to zero within each problem, so the level of a problem's
+predicted times stays where the regression put it while its candidates are reordered; their spread
+does not: 100 such rounds raised cross-validated top-1 from 0.78 to 0.84 and top-5 from 0.89 to
+0.95, but log-RMSE from 0.39 to 2.5 (and the held-out top-1 not at all), so the default is 0: the
+exported model's µs are meant to be times.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from tilecost.errors import NotFittedError
+from tilecost.features import FEATURE_NAMES
+from tilecost.predict.artifact import TARGETS
+
+__all__ = ["TARGETS", "CostModel", "from_target", "to_target"]
+
+_ROOFLINE = FEATURE_NAMES.index("log2_roofline_time_us")
+_LN2 = float(np.log(2.0))
+# Relevance grades for the ranking stage: 31 for the best measured of a problem, one grade less per
+# 1/16 octave (4.4%) slower, 0 from 3.7x slower on: pairs are formed between differing grades only.
+_GRADES_PER_OCTAVE = 16
+_TOP_GRADE = 31
+
+
+def to_target(time_us: ArrayLike, features: NDArray[np.float64], target: str) -> NDArray[np.float64]:
+    """The booster's label for measured times (see the module docstring)."""
+    y = np.log(np.asarray(time_us, dtype=np.float64))
+    if target == "log_time_over_roofline":
+        return y - _LN2 * features[:, _ROOFLINE]
+    if target == "log_time_us":
+        return y
+    raise ValueError(f"target={target!r} is not allowed; use one of {TARGETS}")
+
+
+def from_target(y: ArrayLike, features: NDArray[np.float64], target: str) -> NDArray[np.float64]:
+    """Predicted µs from the booster's output: the inverse of :func:`to_target`."""
+    y = np.asarray(y, dtype=np.float64)
+    if target == "log_time_over_roofline":
+        return np.exp(y + _LN2 * features[:, _ROOFLINE])
+    if target == "log_time_us":
+        return np.exp(y)
+    raise ValueError(f"target={target!r} is not allowed; use one of {TARGETS}")
+
+
+class CostModel:
+    """Predicts a configuration's time in µs on a problem from the feature matrix.
+
+    scikit-learn conventions: the constructor stores its keyword arguments and does nothing else;
+    :meth:`fit` validates, fits and returns ``self``; fitted state ends in ``_``; :meth:`predict`
+    before :meth:`fit` raises :class:`~tilecost.errors.NotFittedError`. ``seed`` fixes XGBoost's
+    row and column sampling; ``n_jobs`` its threads (default: all cores).
+    """
+
+    def __init__(
+        self,
+        *,
+        target: str = "log_time_over_roofline",
+        n_estimators: int = 300,
+        max_depth: int = 8,
+        learning_rate: float = 0.1,
+        subsample: float = 0.8,
+        colsample_bytree: float = 0.8,
+        min_child_weight: float = 1.0,
+        reg_lambda: float = 1.0,
+        max_bin: int = 256,
+        balance_problems: bool = True,
+        hopeless_weight: float = 1.0,
+        rank_rounds: int = 0,
+        rank_learning_rate: float = 0.05,
+        seed: int = 0,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.target = target
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.min_child_weight = min_child_weight
+        self.reg_lambda = reg_lambda
+        self.max_bin = max_bin
+        self.balance_problems = balance_problems
+        self.hopeless_weight = hopeless_weight
+        self.rank_rounds = rank_rounds
+        self.rank_learning_rate = rank_learning_rate
+        self.seed = seed
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------ scikit-learn protocol
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        del deep
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> CostModel:
+        known = self._param_names()
+        for name, value in params.items():
+            if name not in known:
+                raise ValueError(f"{name!r} is not a parameter of CostModel; use one of {known}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = CostModel().get_params()
+        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
+        return f"CostModel({changed})"
+
+    # ------------------------------------------------------------------ fitting
+    def xgb_params(self) -> dict[str, Any]:
+        """The XGBoost training parameters these settings resolve to (also logged to MLflow)."""
+        return {
+            "objective": "reg:squarederror",
+            "tree_method": "hist",
+            "max_depth": self.max_depth,
+            "eta": self.learning_rate,
+            "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
+            "min_child_weight": self.min_child_weight,
+            "lambda": self.reg_lambda,
+            "max_bin": self.max_bin,
+            "seed": self.seed,
+            "nthread": self.n_jobs or os.cpu_count() or 1,
+        }
+
+    def _validate(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(f"target={self.target!r} is not allowed; use one of {TARGETS}")
+        for name in ("n_estimators", "max_depth", "max_bin"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive int")
+        if isinstance(self.rank_rounds, bool) or not isinstance(self.rank_rounds, int) or self.rank_rounds < 0:
+            raise ValueError(f"rank_rounds={self.rank_rounds!r} must be a non-negative int")
+        for name in ("learning_rate", "subsample", "colsample_bytree", "rank_learning_rate"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value <= 1):
+                raise ValueError(f"{name}={value!r} must lie in (0, 1]")
+        if not (isinstance(self.hopeless_weight, (int, float)) and self.hopeless_weight > 0):
+            raise ValueError(f"hopeless_weight={self.hopeless_weight!r} must be positive")
+
+    def fit(
+        self,
+        X: ArrayLike,
+        time_us: ArrayLike,
+        *,
+        groups: ArrayLike,
+        hopeless: ArrayLike | None = None,
+    ) -> CostModel:
+        """Fit on feature rows ``X``, measured ``time_us`` and each row's problem id ``groups``.
+
+        ``hopeless`` marks rows whose time is a screening bound (weighted by ``hopeless_weight``).
+        """
+        import xgboost as xgb
+
+        self._validate()
+        X = np.asarray(X, dtype=np.float64)
+        time_us = np.asarray(time_us, dtype=np.float64)
+        groups = np.asarray(groups)
+        if X.ndim != 2 or X.shape[1] != len(FEATURE_NAMES):
+            raise ValueError(f"X has shape {X.shape}; expected (rows, {len(FEATURE_NAMES)}) columns FEATURE_NAMES")
+        if len(time_us) != len(X) or len(groups) != len(X):
+            raise ValueError(f"X has {len(X)} rows, time_us {len(time_us)}, groups {len(groups)}: give one each")
+        if len(X) == 0:
+            raise ValueError("no rows to fit")
+        if not (np.isfinite(time_us) & (time_us > 0)).all():
+            raise ValueError("time_us must be positive and finite")
+        if not np.isfinite(X).all():
+            raise ValueError("X has non-finite values; build it with tilecost.features.feature_matrix")
+        problem_ids, inverse = np.unique(groups, return_inverse=True)
+        weight = np.ones(len(X))
+        if self.balance_problems:
+            counts = np.bincount(inverse)
+            weight *= counts.mean() / counts[inverse]
+        if hopeless is not None:
+            weight[np.asarray(hopeless, dtype=bool)] *= self.hopeless_weight
+        y = to_target(time_us, X, self.target)
+        params = self.xgb_params()
+        names = list(FEATURE_NAMES)
+        dtrain = xgb.DMatrix(X, y, weight=weight, feature_names=names)
+        booster = xgb.train(params, dtrain, num_boost_round=self.n_estimators)
+        if self.rank_rounds:
+            booster = self._rank_stage(booster, X, time_us, inverse, params)
+        self.booster_ = booster
+        self.n_features_in_ = X.shape[1]
+        self.feature_names_ = tuple(FEATURE_NAMES)
+        self.target_ = self.target
+        self.n_problems_ = len(problem_ids)
+        return self
+
+    def _rank_stage(
+        self, booster: Any, X: NDArray[np.float64], time_us: NDArray[np.float64], problem: NDArray[np.intp],
+        params: dict[str, Any],
+    ) -> Any:  # fmt: skip
+        """Continue ``booster`` with ``rank_rounds`` pairwise-ranking trees (module docstring).
+
+        The ranking objective wants larger scores for better candidates, the regression smaller
+        times, so the ranking stage sees negated labels' order: its label is a relevance grade
+        that falls with time, and its trees fit the negated margin. Implemented by training on the
+        negated base margin and negating the new trees' leaves back into one booster.
+        """
+        import json
+
+        import xgboost as xgb
+
+        order = np.argsort(problem, kind="stable")
+        best = np.full(problem.max() + 1, np.inf)
+        np.minimum.at(best, problem, time_us)
+        octaves = np.log2(time_us / best[problem])
+        grade = np.maximum(0.0, _TOP_GRADE - np.round(octaves * _GRADES_PER_OCTAVE))
+        names = list(FEATURE_NAMES)
+        drank = xgb.DMatrix(X[order], grade[order], qid=problem[order], feature_names=names)
+        drank.set_base_margin(-booster.predict(drank, output_margin=True))
+        rank_params = {**params, "objective": "rank:pairwise", "eta": self.rank_learning_rate}
+        ranker = xgb.train(rank_params, drank, num_boost_round=self.rank_rounds)
+        # Append the ranker's trees, leaves negated, to the regression booster: one model predicting
+        # regression margin - ranker margin, i.e. still the target.
+        reg = json.loads(booster.save_raw("json"))
+        rank = json.loads(ranker.save_raw("json"))
+        trees = reg["learner"]["gradient_booster"]["model"]["trees"]
+        offset = len(trees)
+        for i, tree in enumerate(rank["learner"]["gradient_booster"]["model"]["trees"]):
+            tree["split_conditions"] = [
+                -v if left == -1 else v for v, left in zip(tree["split_conditions"], tree["left_children"], strict=True)
+            ]
+            tree["base_weights"] = [-w for w in tree["base_weights"]]
+            tree["id"] = offset + i
+            trees.append(tree)
+        model = reg["learner"]["gradient_booster"]["model"]
+        model["tree_info"] = model["tree_info"] + [0] * (len(trees) - offset)
+        model["iteration_indptr"] = list(range(len(trees) + 1))
+        model["gbtree_model_param"]["num_trees"] = str(len(trees))
+        merged = xgb.Booster()
+        merged.load_model(bytearray(json.dumps(reg).encode()))
+        return merged
+
+    # ------------------------------------------------------------------ predicting
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "booster_"):
+            raise NotFittedError("this CostModel is not fitted yet; call fit(X, time_us, groups=...) first")
+
+    def predict_target(self, X: ArrayLike) -> NDArray[np.float64]:
+        """The booster's raw prediction of the target for feature rows ``X``."""
+        self._check_fitted()
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has shape {X.shape}; this model was fitted on {self.n_features_in_} columns")
+        return np.asarray(self.booster_.inplace_predict(X), dtype=np.float64)
+
+    def predict(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Predicted time in µs of each feature row."""
+        X = np.asarray(X, dtype=np.float64)
+        return from_target(self.predict_target(X), X, self.target_)
+
+    # ------------------------------------------------------------------ interchange
+    def model_json(self) -> bytes:
+        """The booster in XGBoost's JSON model format (what the artifact stores)."""
+        self._check_fitted()
+        return bytes(self.booster_.save_raw("json"))
+
+    @classmethod
+    def from_booster(cls, booster: Any, target: str) -> CostModel:
+        """A fitted model around an existing booster (a loaded artifact, an MLflow champion)."""
+        if target not in TARGETS:
+            raise ValueError(f"target={target!r} is not allowed; use one of {TARGETS}")
+        names = booster.feature_names
+        if names is not None and tuple(names) != tuple(FEATURE_NAMES):
+            raise ValueError("the booster was trained on other feature columns than FEATURE_NAMES")
+        model = cls(target=target)
+        model.booster_ = booster
+        model.n_features_in_ = booster.num_features()
+        model.feature_names_ = tuple(FEATURE_NAMES)
+        model.target_ = target
+        return model

@@ -1,0 +1,210 @@
+"""Tracking training runs in MLflow: what was trained, on what data, how well, and which model serves.
+
+Each run goes to the experiment ``tilecost-<device class>`` of the tracking store (default
+``sqlite:///mlflow.db`` in the working directory, an embedded store that needs no server; the
+``MLFLOW_TRACKING_URI`` environment variable or ``--tracking-uri`` choose another). It records:
+
+* parameters: the estimator's settings, the XGBoost parameters they resolve to, the data selection;
+* metrics: the held-out evaluation (:meth:`tilecost.train.evaluate.Evaluation.metrics`), grouped
+  cross-validation when run, row counts by status, training seconds;
+* the dataset as an MLflow input: its source, and a digest over the Parquet files read (the
+  full SHA-256 also as the ``dataset_digest`` parameter);
+* the feature schema (``feature_schema.json``: FEATURE_NAMES and FEATURE_SCHEMA_VERSION);
+* the booster through ``mlflow.xgboost.log_model`` (JSON format), registered as a new version of
+  the model ``tilecost-<device class>``, and the exported predictor artifact.
+
+The alias ``champion`` of that registered model moves to the new version only when it beats the
+current champion on the same evaluation: the champion is loaded and evaluated on the very problems
+the new model was, and the new one must win on :meth:`Evaluation.score` (top-1 geometric mean, then
+worst problem, then top-5). A champion trained on another feature schema or list cannot be scored
+by this code at all, so it is replaced, and the run says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+
+from .evaluate import Evaluation
+
+__all__ = [
+    "CHAMPION_ALIAS",
+    "DEFAULT_TRACKING_URI",
+    "RunRecord",
+    "describe",
+    "experiment_name",
+    "log_training_run",
+    "tracking_uri",
+]
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+CHAMPION_ALIAS = "champion"
+# MLflow's dataset table stores digests in 36 characters; the full SHA-256 goes into a parameter.
+_MLFLOW_DIGEST_CHARS = 32
+
+
+def tracking_uri(explicit: str | None = None) -> str:
+    """``explicit``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` (relative to the cwd)."""
+    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def experiment_name(device_class: str) -> str:
+    """The experiment, and the registered model, of one device class."""
+    return f"tilecost-{device_class}"
+
+
+def feature_names_digest() -> str:
+    return hashlib.sha256("\n".join(FEATURE_NAMES).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What one tracked run left in the store."""
+
+    tracking_uri: str
+    experiment: str
+    run_id: str
+    model_name: str
+    model_version: str
+    promoted: bool
+    reason: str
+    champion_score: tuple[float, float, float] | None
+
+
+def _champion(client: Any, name: str) -> Any | None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version_by_alias(name, CHAMPION_ALIAS)
+    except MlflowException:
+        return None
+
+
+def _decide(
+    client: Any,
+    name: str,
+    new_version: str,
+    evaluation: Evaluation,
+    evaluate_champion: Callable[[Any, str], Evaluation],
+) -> tuple[bool, str, tuple[float, float, float] | None]:
+    """Whether the new version becomes champion, why, and the champion's score if it was scored."""
+    import mlflow.xgboost
+
+    current = _champion(client, name)
+    if current is None:
+        return True, "no champion yet", None
+    if str(current.version) == str(new_version):
+        return False, "already champion", None
+    tags = current.tags or {}
+    if (
+        tags.get("feature_schema_version") != str(FEATURE_SCHEMA_VERSION)
+        or tags.get("feature_names_sha256") != feature_names_digest()
+    ):
+        return True, f"champion v{current.version} was trained on another feature schema and cannot be scored", None
+    booster = mlflow.xgboost.load_model(f"models:/{name}/{current.version}")
+    theirs = evaluate_champion(booster, tags.get("target", "log_time_over_roofline")).score()
+    ours = evaluation.score()
+    if ours > theirs:
+        return True, f"beats champion v{current.version} ({_fmt(ours)} > {_fmt(theirs)})", theirs
+    return False, f"does not beat champion v{current.version} ({_fmt(ours)} <= {_fmt(theirs)})", theirs
+
+
+def _fmt(score: tuple[float, ...]) -> str:
+    return "/".join(f"{s:.4f}" for s in score)
+
+
+def log_training_run(
+    *,
+    uri: str,
+    device_class: str,
+    booster: Any,
+    target: str,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    evaluation: Evaluation,
+    evaluate_champion: Callable[[Any, str], Evaluation],
+    dataset_root: str,
+    dataset_digest: str,
+    artifact_dir: Path | None,
+    report: str,
+) -> RunRecord:
+    """Log one training run and decide the champion (module docstring). Returns what was recorded."""
+    import mlflow
+    import mlflow.xgboost
+    from mlflow import MlflowClient
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    mlflow.set_tracking_uri(uri)
+    name = experiment_name(device_class)
+    mlflow.set_experiment(name)
+    problems = sorted(r.problem.key for r in evaluation.problems)
+    eval_digest = hashlib.sha256("\n".join(problems).encode()).hexdigest()
+    with mlflow.start_run(run_name=f"train-{device_class}") as run:
+        mlflow.log_params({k: v for k, v in params.items() if v is not None})
+        mlflow.log_params(
+            {
+                "dataset_digest": dataset_digest,
+                "feature_schema_version": FEATURE_SCHEMA_VERSION,
+                "target": target,
+                "evaluation_problems_sha256": eval_digest,
+            }
+        )
+        mlflow.log_metrics(dict(metrics))
+        source_uri = dataset_root if "://" in dataset_root else str(Path(dataset_root).resolve())
+        dataset = MetaDataset(  # type: ignore[abstract]  # MLflow's own concrete metadata-only dataset
+            source=resolve_dataset_source(source_uri),
+            name=f"measurements-{device_class}",
+            digest=dataset_digest[:_MLFLOW_DIGEST_CHARS],
+        )
+        mlflow.log_input(dataset, context="training")
+        mlflow.log_dict(
+            {"feature_names": list(FEATURE_NAMES), "feature_schema_version": FEATURE_SCHEMA_VERSION},
+            "feature_schema.json",
+        )
+        mlflow.log_dict({"problems": problems}, "evaluation_problems.json")
+        mlflow.log_text(report, "evaluation.txt")
+        if artifact_dir is not None:
+            mlflow.log_artifacts(str(artifact_dir), artifact_path="predictor_artifact")
+        info = mlflow.xgboost.log_model(booster, name="model", registered_model_name=name, model_format="json")
+        version = str(info.registered_model_version)
+        client = MlflowClient()
+        version_tags = {
+            "target": target,
+            "feature_schema_version": str(FEATURE_SCHEMA_VERSION),
+            "feature_names_sha256": feature_names_digest(),
+            "dataset_digest": dataset_digest,
+            "evaluation_problems_sha256": eval_digest,
+            "heldout_top1_geomean": f"{evaluation.summary()['top1_geomean']:.6f}",
+        }
+        for key, value in version_tags.items():
+            client.set_model_version_tag(name, version, key, value)
+        promoted, reason, theirs = _decide(client, name, version, evaluation, evaluate_champion)
+        if promoted:
+            client.set_registered_model_alias(name, CHAMPION_ALIAS, version)
+        if theirs is not None:
+            mlflow.log_metrics(
+                {
+                    "champion_top1_geomean": theirs[0],
+                    "champion_top1_worst": theirs[1],
+                    "champion_top5_geomean": theirs[2],
+                }
+            )
+        mlflow.set_tags({"champion_decision": reason, "promoted": str(promoted).lower()})
+        client.set_model_version_tag(name, version, "champion_decision", reason)
+        return RunRecord(uri, name, run.info.run_id, name, version, promoted, reason, theirs)
+
+
+def describe(record: RunRecord) -> str:
+    """One line for the terminal."""
+    verdict = "now champion" if record.promoted else "champion unchanged"
+    return (
+        f"MLflow {record.tracking_uri}: experiment {record.experiment}, run {record.run_id}, "
+        f"model {record.model_name} v{record.model_version} ({verdict}: {record.reason})"
+    )
