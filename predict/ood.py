@@ -186,20 +186,20 @@ def calibrate_ood(
     """Thresholds for ``metadata.ood`` from held-out problems, and how well they separate them.
 
     ``top1_fraction[i]`` is the measured best time of ``heldout[i]`` over the measured time of the
-    model's top-1 choice (1.0: the model chose the best). A problem is *bad* below ``good_fraction``.
-    The sparse-neighbourhood threshold is the one that catches the most bad problems (together with
-    the range rule) while flagging at most ``max_good_flagged`` of the good ones; among thresholds
-    catching as many, the largest. Returns ``{"sparse_distance_log2", "neighbours",
-    "good_top1_fraction", "calibration": {...counts and rates...}}``; train stores it as
-    ``metadata.ood`` (the predictor reads the first two keys).
+    model's top-1 choice (1.0: the model chose the best; 0: its choice failed or was never timed).
+    A problem is *bad* below ``good_fraction``. The sparse-neighbourhood threshold is the one that
+    catches the most bad problems (together with the range rule) while flagging at most
+    ``max_good_flagged`` of the good ones; among thresholds catching as many, the largest.
+    Returns ``{"sparse_distance_log2", "neighbours", "good_top1_fraction", "calibration": {...counts
+    and rates...}}``; train stores it as ``metadata.ood`` (the predictor reads the first two keys).
     """
     if len(heldout) != len(top1_fraction):
         raise ValueError(f"{len(heldout)} held-out problems but {len(top1_fraction)} top-1 fractions")
     if not heldout or not training:
         raise ValueError("calibration needs at least one held-out and one training problem")
     fractions = np.asarray(top1_fraction, dtype=np.float64)
-    if not (np.isfinite(fractions) & (fractions > 0) & (fractions <= 1.0 + 1e-9)).all():
-        raise ValueError("top1_fraction values must lie in (0, 1]")
+    if not (np.isfinite(fractions) & (fractions >= 0) & (fractions <= 1.0 + 1e-9)).all():
+        raise ValueError("top1_fraction values must lie in [0, 1] (0: the choice failed or was not timed)")
     checker = OODChecker.from_metadata(training_domain(training), {"sparse_distance_log2": math.inf,
                                                                    "neighbours": neighbours})  # fmt: skip
     verdicts = [checker.verdict(p) for p in heldout]

@@ -39,9 +39,9 @@ class Dataset:
         keys = sorted(set(self.columns["problem_key"][self.columns["role"] == role].tolist()))
         return [Problem.from_key(k) for k in keys]
 
-    def times(self, problem: Problem) -> dict[str, float]:
-        """Measured µs of every config timed for ``problem`` (status ok)."""
-        rows = (self.columns["problem_key"] == problem.key) & (self.columns["status"] == "ok")
+    def times(self, problem: Problem, statuses: tuple[str, ...] = ("ok",)) -> dict[str, float]:
+        """Measured µs of every config of ``problem`` with one of ``statuses`` ("hopeless": a lower bound)."""
+        rows = (self.columns["problem_key"] == problem.key) & np.isin(self.columns["status"], statuses)
         return dict(zip(self.columns["config_id"][rows].tolist(), self.columns["time_us"][rows].tolist(), strict=True))
 
 

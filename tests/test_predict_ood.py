@@ -89,5 +89,5 @@ def test_calibration_picks_the_threshold_that_catches_most_within_the_false_flag
 def test_calibration_checks_its_inputs() -> None:
     with pytest.raises(ValueError, match="2 held-out problems but 1 top-1 fractions"):
         calibrate_ood(TRAINING[:2], [1.0], TRAINING)
-    with pytest.raises(ValueError, match=r"top1_fraction values must lie in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"top1_fraction values must lie in \[0, 1\]"):
         calibrate_ood(TRAINING[:1], [1.5], TRAINING)
