@@ -311,6 +311,9 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path) -> None:
         training=training,
         ood=ood_calibration(result.evaluation, [Problem.from_key(k) for k in sorted(set(train["problem_key"]))]),
     )
+    # The shortlist precompute scores batches of a few dozen rows; one thread is ~2.5x faster there than two
+    # (measured with benchmarks/predict_latency.py's export, 2026-11-29), and training is over by now.
+    result.model.booster_.set_param({"nthread": 1})
     path, files = export_artifact(
         directory, result.model.model_json(), metadata, measured_database(candidate_rows(m.frame)),
         scorer=result.model.booster_.inplace_predict,
