@@ -25,7 +25,7 @@ REDUCE_BLOCK = 1024  # elements per block of the split-K reduction
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BoundMatmul", "KernelInfo", "bind", "matmul", "problem_of", "torch_dtype"]
+__all__ = ["BoundMatmul", "KernelInfo", "bind", "matmul", "problem_of", "torch_dtype", "torch_out_dtype"]
 
 # int32 offsets inside the kernels: every operand and the split-K workspace must index below 2**31.
 _MAX_ELEMENTS = 2**31 - 1
@@ -41,6 +41,13 @@ def torch_dtype(dtype: DType) -> torch.dtype:
         DType.FP32: torch.float32,
         DType.FP8: torch.float8_e4m3fn,
     }[dtype]
+
+
+def torch_out_dtype(dtype: DType) -> torch.dtype:
+    """The torch dtype C is written in: the input dtype, except bf16 for fp8 products."""
+    import torch
+
+    return torch.bfloat16 if dtype is DType.FP8 else torch_dtype(dtype)
 
 
 def _tilecost_dtype(dtype: torch.dtype) -> DType:
@@ -109,7 +116,7 @@ class BoundMatmul:
 
         problem = problem_of(a, b)
         m, n, k = problem.m, problem.n, problem.k
-        out_dtype = torch.bfloat16 if problem.dtype is DType.FP8 else a.dtype
+        out_dtype = torch_out_dtype(problem.dtype)
         if out is None:
             out = torch.empty((m, n), dtype=out_dtype, device=a.device)
         elif tuple(out.shape) != (m, n) or out.dtype != out_dtype or not out.is_contiguous():

@@ -135,7 +135,7 @@ def run_problem(
     from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources, PTXASError
 
-    from tilecost.collect.launch import bind
+    from tilecost.collect.launch import bind, torch_out_dtype
 
     started = time.perf_counter()
     a, b = make_operands(problem, seed, device)
@@ -144,8 +144,7 @@ def run_problem(
     # One output and one split-K workspace serve every configuration: they never run concurrently,
     # and hundreds of M×N outputs of a large problem would not fit in device memory.
     max_split = max((c.split_k for c in configs), default=1)
-    out_dtype = torch.bfloat16 if problem.dtype is DType.FP8 else a.dtype
-    out = torch.empty((problem.m, problem.n), dtype=out_dtype, device=device)
+    out = torch.empty((problem.m, problem.n), dtype=torch_out_dtype(problem.dtype), device=device)
     workspace = torch.empty(
         max_split * problem.m * problem.n if max_split > 1 else 1, dtype=torch.float32, device=device
     )

@@ -24,10 +24,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from tilecost.collect import bind, matmul, problem_of  # noqa: E402
-from tilecost.collect.launch import torch_dtype  # noqa: E402
+from tilecost.collect.launch import torch_dtype, torch_out_dtype  # noqa: E402
+from tilecost.collect.runner import TOLERANCE  # noqa: E402
 from tilecost.errors import UnsupportedError  # noqa: E402
 
-GPU_TOLERANCE = {DType.FP32: 2e-3, DType.FP16: 2e-3, DType.BF16: 1e-2, DType.FP8: 2e-2}
+GPU_TOLERANCE = TOLERANCE  # the collector's per-dtype check, derived in this module's docstring
 INTERPRETER_TOLERANCE = {DType.FP32: 1e-5, DType.FP16: 2e-3}
 
 # Ragged shapes: dims not multiples of the tile, of 16 or of 8, and M = 1.
@@ -59,8 +60,7 @@ def _operands(m: int, n: int, k: int, dtype: DType, layout: Layout, device: str,
 
 
 def _poisoned_out(m: int, n: int, dtype: DType, device: str):
-    out_dtype = torch.bfloat16 if dtype is DType.FP8 else torch_dtype(dtype)
-    return torch.full((m, n), float("nan"), dtype=out_dtype, device=device)
+    return torch.full((m, n), float("nan"), dtype=torch_out_dtype(dtype), device=device)
 
 
 def _relative_error(c, a, b) -> float:
