@@ -71,12 +71,19 @@ class CudaBackend:
     def measure(
         self, problem: Problem, configs: Sequence[TileConfig], seed: int, on_config: Callable[[str], None]
     ) -> list[dict[str, Any]]:
+        import sys
+
         import torch
 
         from tilecost.collect.runner import run_problem
 
+        waited_before, launches_before = self.timer.host_bound, self.timer.launches
         result = run_problem(problem, configs, self.timer, self.protocol, seed=seed, on_config=on_config)
         torch.cuda.empty_cache()
+        waited = self.timer.host_bound - waited_before
+        if waited:  # the timer's diagnostic: launches the device had to wait for (see CudaEventTimer)
+            launches = self.timer.launches - launches_before
+            print(f"{problem.key}: {waited} of {launches} timed launches waited for the host", file=sys.stderr)
         return [outcome_dict(o) for o in result.outcomes]
 
 

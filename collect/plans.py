@@ -10,8 +10,11 @@ Built-in families (all deterministic for a seed):
 * ``decode``: skinny products, M in 1..64, N and K of model widths.
 * ``unaligned``: dims that are not multiples of 8 or 16 (odd vocabularies, ragged batches).
 
-A plan can also be a file (JSON list of objects with m, n, k, dtype, layout, and optional family and
-role). Held-out problems are chosen by a seeded hash of the problem key, so a problem is held out in
+A plan can also be a file (JSON list of objects with m, n, k, dtype, layout, and optional family,
+role and ``only``: a restriction of the candidates to some values of config fields, e.g.
+``{"only": {"block_k": [64]}}`` for the seed's BLOCK_M × BLOCK_N figure; such a problem is a training
+problem, since held-out problems are measured over every candidate). Held-out problems are chosen
+by a seeded hash of the problem key, so a problem is held out in
 every plan and every run, and no shape is ever on both sides.
 """
 
@@ -49,11 +52,30 @@ class Role(enum.Enum):
     HELDOUT = "heldout"
 
 
+# The TileConfig fields a plan entry may restrict (``only``).
+FILTER_FIELDS = ("variant", "block_m", "block_n", "block_k", "group_m", "split_k", "num_warps", "num_stages")
+
+
 @dataclass(frozen=True, slots=True)
 class PlanEntry:
     problem: Problem
     family: str
     role: Role
+    # (field, allowed values) pairs: measure only the candidates whose fields take these values.
+    only: tuple[tuple[str, tuple[object, ...]], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, values in self.only:
+            if name not in FILTER_FIELDS:
+                raise ValueError(f"only: field {name!r} is not a config field; use one of {', '.join(FILTER_FIELDS)}")
+            if not values:
+                raise ValueError(f"only: field {name!r} needs at least one value")
+        if self.only and self.role is Role.HELDOUT:
+            raise ValueError(f"{self.problem.key}: a held-out problem is measured over every candidate; drop 'only'")
+
+    def admits(self, config: object) -> bool:
+        """Whether ``config`` (a TileConfig) passes this entry's ``only`` restriction."""
+        return all(config.to_dict()[name] in values for name, values in self.only)  # type: ignore[attr-defined]
 
 
 def is_heldout(problem: Problem, seed: int = 0, fraction: float = HELDOUT_FRACTION) -> bool:
@@ -180,8 +202,23 @@ def load_plan_file(path: str | Path) -> list[PlanEntry]:
             raise ValueError(f"plan file {path}: entry {i} lacks {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:
             raise ValueError(f"plan file {path}: entry {i}: {exc}") from None
-        role = Role(item["role"]) if "role" in item else (Role.HELDOUT if is_heldout(problem) else Role.TRAIN)
-        out.append(PlanEntry(problem, str(item.get("family", "file")), role))
+        only = item.get("only", {})
+        if not isinstance(only, dict) or not all(isinstance(v, list) for v in only.values()):
+            raise ValueError(f"plan file {path}: entry {i}: 'only' must map config fields to lists of values")
+        if "role" in item:
+            try:
+                role = Role(item["role"])
+            except ValueError:
+                msg = f"plan file {path}: entry {i}: role={item['role']!r}; use 'train' or 'heldout'"
+                raise ValueError(msg) from None
+        else:
+            role = Role.TRAIN if only or not is_heldout(problem) else Role.HELDOUT
+        try:
+            restriction = tuple((f, tuple(v)) for f, v in only.items())
+            entry = PlanEntry(problem, str(item.get("family", "file")), role, restriction)
+        except ValueError as exc:
+            raise ValueError(f"plan file {path}: entry {i}: {exc}") from None
+        out.append(entry)
     return out
 
 

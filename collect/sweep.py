@@ -14,9 +14,12 @@ problem is measured again without it.
 
 Which candidates. Held-out problems are measured over every candidate the space offers them, so
 that the best in the space is known. Training problems are measured over a seeded sample
-(``sample_fraction``): measuring is cheap next to compiling, but every new problem costs its
-candidates' screening, and a wider spread of problems teaches the model more than every candidate
-of fewer problems.
+(``sample_fraction``, at least ``min_sample``): a wider spread of problems teaches the model more
+than every candidate of fewer problems. The sample is *shared*: each config of a dtype and layout
+gets one seeded rank, and a training problem takes its candidates of lowest rank, so the problems
+of a run use largely the same configs and a specialisation pattern compiles about
+``sample_fraction`` of the space, not all of it (compiling is the dear part: FACTS.md). Another
+``seed`` (a nightly run's) ranks the configs afresh, so successive runs cover the whole space.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import importlib
 import json
 import math
 import multiprocessing
-import random
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +46,7 @@ from tilecost.measurement import Status
 from tilecost.problem import Problem
 from tilecost.space import problem_candidates
 
-__all__ = ["SweepSettings", "SweepSummary", "choose_candidates", "run_sweep", "shard"]
+__all__ = ["SweepSettings", "SweepSummary", "choose_candidates", "run_sweep", "sample_rank", "shard"]
 
 MAX_CRASHES_PER_PROBLEM = 5
 
@@ -111,15 +113,21 @@ def shard(entries: Sequence[PlanEntry], index: int, count: int) -> list[PlanEntr
     return [e for e in entries if h(e) % count == index]
 
 
+def sample_rank(config: TileConfig, problem: Problem, seed: int) -> int:
+    """The config's seeded rank in the shared training sample of ``problem``'s dtype and layout."""
+    text = f"{seed}:{problem.dtype.value}:{problem.layout.value}:{config.key}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
 def choose_candidates(entry: PlanEntry, settings: SweepSettings) -> tuple[list[TileConfig], float]:
     """The configs to measure for ``entry`` and the fraction of its candidates they are."""
-    cands = list(problem_candidates(entry.problem, load_device(settings.device_class)))
-    if entry.role is Role.HELDOUT or settings.sample_fraction >= 1:
-        return cands, 1.0
+    cands = [c for c in problem_candidates(entry.problem, load_device(settings.device_class)) if entry.admits(c)]
+    total = len(problem_candidates(entry.problem, load_device(settings.device_class))) if entry.only else len(cands)
+    if entry.role is Role.HELDOUT or settings.sample_fraction >= 1 or not cands:
+        return cands, (len(cands) / total if total else 1.0)
     count = min(len(cands), max(settings.min_sample, math.ceil(settings.sample_fraction * len(cands))))
-    rng = random.Random(f"{settings.seed}:{entry.problem.key}")
-    picked = sorted(rng.sample(range(len(cands)), count))
-    return [cands[i] for i in picked], count / len(cands)
+    picked = set(sorted(cands, key=lambda c: sample_rank(c, entry.problem, settings.seed))[:count])
+    return [c for c in cands if c in picked], count / total
 
 
 # ------------------------------------------------------------------------------------- the child

@@ -163,3 +163,40 @@ def test_gpus_fan_out_one_shard_per_gpu_into_one_dataset(tmp_path):
     df = DatasetStore(dataset).read("h200").to_pandas()
     assert df.problem_key.nunique() == 5
     assert not df.duplicated(["problem_key", "config_id"]).any()
+
+
+def test_training_problems_of_a_dtype_and_layout_share_their_sample():
+    # The sample is ranked per config, not per problem: two training problems with the same candidates
+    # measure the same configs, so their specialisation pattern is compiled once for both.
+    settings = SweepSettings(backend=SIM, sample_fraction=0.2, min_sample=8)
+    a = PlanEntry(Problem(4096, 4096, 4096, DType.BF16, Layout.NT), "random", Role.TRAIN)
+    b = PlanEntry(Problem(3000, 5000, 8192, DType.BF16, Layout.NT), "random", Role.TRAIN)
+    ca, fa = choose_candidates(a, settings)
+    cb, _ = choose_candidates(b, settings)
+    assert 0.19 < fa < 0.21
+    overlap = len(set(ca) & set(cb)) / len(ca)
+    assert overlap > 0.8, overlap
+    # Another seed (another night) ranks the configs afresh.
+    other, _ = choose_candidates(a, SweepSettings(backend=SIM, sample_fraction=0.2, min_sample=8, seed=1))
+    assert len(set(other) & set(ca)) / len(ca) < 0.4
+
+
+def test_only_restricts_a_plan_file_entry_and_refuses_bad_fields(tmp_path):
+    import json
+
+    from tilecost.collect.plans import load_plan_file
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"m": 8192, "n": 8192, "k": 8192, "only": {"block_k": [64]}}]))
+    (entry,) = load_plan_file(plan)
+    assert entry.role is Role.TRAIN
+    configs, fraction = choose_candidates(entry, SweepSettings(backend=SIM, sample_fraction=1.0))
+    assert configs and {c.block_k for c in configs} == {64}
+    assert 0.2 < fraction < 0.5  # BLOCK_K=64 of the 32/64/128 candidates
+
+    plan.write_text(json.dumps([{"m": 64, "n": 64, "k": 64, "only": {"block_q": [64]}}]))
+    with pytest.raises(ValueError, match="entry 0.*block_q.*block_k"):
+        load_plan_file(plan)
+    plan.write_text(json.dumps([{"m": 64, "n": 64, "k": 64, "role": "heldout", "only": {"block_k": [64]}}]))
+    with pytest.raises(ValueError, match="held-out problem is measured over every candidate"):
+        load_plan_file(plan)

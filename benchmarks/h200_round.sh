@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One device call of a collection session on the H200 (run from the repo root on the device machine):
+#   bash benchmarks/h200_round.sh STEP...   with STEP in: tests seed autotune fidelity collect nightly
+# Steps run in the order given; `collect` (and `nightly`) get the time left until TOTAL_S (default 570 s
+# after the start). Results land in $OUT: run.log, the benchmarks' JSON, and measurements.tgz (the
+# dataset directory, to be unpacked into the checkout). TRITON_CACHE_DIR is a folder of the checkout
+# that git ignores, so a warm machine keeps compiled kernels from one call to the next.
+set -uo pipefail
+OUT=${OUT:-/tmp/tilecost-out}
+mkdir -p "$OUT"
+START=$(date +%s)
+TOTAL_S=${TOTAL_S:-570}
+PLAN=${PLAN:-datasets/plans/2026-11-29-four-combos.json}
+LOG="$OUT/run.log"
+left() { echo $((TOTAL_S - ($(date +%s) - START))); }
+say() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
+
+python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$LOG" 2>&1 || { tail -20 "$LOG"; exit 1; }
+export TRITON_CACHE_DIR=$PWD/.triton-cache PYTHONUNBUFFERED=1
+mkdir -p "$TRITON_CACHE_DIR"
+say "installed; $(nvidia-smi --query-gpu=name,driver_version,temperature.gpu,power.draw --format=csv,noheader)"
+
+for step in "$@"; do
+    case $step in
+    tests)
+        say "gpu tests (timer)"
+        TILECOST_DEVICE=cuda timeout 90 python3 -m pytest -m gpu tests/test_timing.py -q -p no:cacheprovider 2>&1 | tail -5 | tee -a "$LOG" ;;
+    seed)
+        say "seed-figure problems (BLOCK_K=64, every candidate)"
+        timeout 200 tilecost collect --plan datasets/plans/seed_figure.json --dataset datasets/measurements \
+            --sample-fraction 1.0 --workers 15 2>&1 | tail -4 | tee -a "$LOG" ;;
+    autotune)
+        say "autotune: model-pruned top-5 against the full autotune"
+        timeout 200 python3 benchmarks/autotune_h200.py --out "$OUT/autotune.json" 2>&1 | tail -5 | tee -a "$LOG" ;;
+    fidelity)
+        say "collector throughput and fidelity (private cold Triton cache)"
+        env -u TRITON_CACHE_DIR timeout 330 python3 benchmarks/collector_fidelity.py --configs 32 \
+            --fidelity-problems 5 --workers 15 --out "$OUT/fidelity.json" 2>&1 | tail -12 | tee -a "$LOG" ;;
+    collect)
+        budget=$(( $(left) - 90 ))
+        say "collect $PLAN, time budget ${budget}s"
+        if [ "$budget" -gt 30 ]; then
+            timeout $((budget + 75)) tilecost collect --plan "$PLAN" --dataset datasets/measurements \
+                --sample-fraction 0.25 --workers 15 --time-budget-s "$budget" >"$OUT/collect.log" 2>&1
+            say "collect exit $?"; tail -3 "$OUT/collect.log" | tee -a "$LOG"
+        fi ;;
+    *) say "unknown step $step" ;;
+    esac
+done
+tar czf "$OUT/measurements.tgz" datasets/measurements
+say "done"
