@@ -50,9 +50,7 @@ def main() -> int:
     for text in args.shapes.split(","):
         m, n, k = (int(x) for x in text.split("x"))
         problem = Problem(m, n, k)
-        configs = [
-            c for c in problem_candidates(problem) if c.variant is KernelVariant.PTR and c.split_k == 1
-        ]
+        configs = [c for c in problem_candidates(problem) if c.variant is KernelVariant.PTR and c.split_k == 1]
         t0 = time.perf_counter()
         compiled = precompile([(problem, c) for c in configs])
         configs = [c for c in configs if compiled[(problem.key, c.key)].status.value == "ok"]
