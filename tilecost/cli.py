@@ -2,6 +2,10 @@
 
     tilecost space     --device h200 --dtype bf16 --layout nt      count / list the candidate space
     tilecost collect   --family random=40 --dtypes bf16 ...        sweep a plan into the dataset
+    tilecost train / evaluate                                        (tilecost.train.cli)
+    tilecost nightly   --device-class h200                           the nightly loop (tilecost.train.nightly)
+    tilecost report    --out DIR                                     figures and an HTML page of a model
+    tilecost predict   24 14336 4096                                 (tilecost.predict.cli)
 
 Each command ends with a one-line summary of what it did and where the results are.
 """
@@ -13,12 +17,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from tilecost.problem import DType, Layout
 
-__all__ = ["main"]
+__all__ = ["main", "shard_from_env"]
 
 SHIPPED_DATASET = Path("datasets/measurements")
 DEFAULT_FAMILIES = {"random": 40, "layers": 40, "decode": 20, "unaligned": 20}
@@ -36,7 +40,7 @@ def _family(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"--family {text!r}: use NAME=COUNT, e.g. random=40") from None
 
 
-def _shard_from_env() -> str | None:
+def shard_from_env() -> str | None:
     """``i/N`` from a Slurm array or a Kubernetes Indexed Job, when running inside one."""
     if "SLURM_ARRAY_TASK_ID" in os.environ and "SLURM_ARRAY_TASK_COUNT" in os.environ:
         lo = int(os.environ.get("SLURM_ARRAY_TASK_MIN", "0"))
@@ -77,7 +81,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         entries = build_plan(families, args.dtypes, args.layouts, seed=args.seed)
     if args.gpus is not None and args.gpus != 1:
         return _fan_out_gpus(args.gpus, args.argv)
-    shard_spec = args.shard or _shard_from_env()
+    shard_spec = args.shard or shard_from_env()
     if shard_spec:
         i, _, n = shard_spec.partition("/")
         entries = shard(entries, int(i), int(n))
@@ -168,8 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     # Stage packages add their own commands; each register() imports nothing heavy.
     from tilecost.predict.cli import register as register_predict
     from tilecost.train.cli import register as register_train
+    from tilecost.train.nightly_cli import register as register_nightly
 
     register_train(sub)
+    register_nightly(sub)
     register_predict(sub)
     return parser
 

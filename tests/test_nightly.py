@@ -1,0 +1,252 @@
+"""``tilecost nightly`` end to end on CPU: the simulated timer, real Parquet, a real sqlite MLflow store in a
+temporary directory. A tiny plan (three problems, a few configs each) keeps a night to a few seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.test_train_fixtures import TRAIN_PROBLEMS, problem_rows, write_dataset
+from tilecost.cli import main
+from tilecost.collect.simulated import SIMULATED_GPU_NAME
+from tilecost.collect.store import DatasetStore
+from tilecost.train.nightly import (
+    EXIT_DRIFT,
+    EXIT_OK,
+    NightlyError,
+    NightlySettings,
+    Step,
+    _check_dataset_kind,
+    prepare_store,
+)
+
+pytest.importorskip("mlflow")
+pytest.importorskip("xgboost")
+
+SIM = "tilecost.collect.simulated:simulated_backend"
+SLOWER = "tests.nightly_backends:slower_simulated_backend"
+TINY = [
+    "--device-class", "h200", "--family", "random=2", "--family", "decode=1", "--sentinels", "2",
+    "--sentinel-configs", "6", "--min-sample", "8", "--sample-fraction", "0.02", "--param", "n_estimators=20",
+    "--param", "max_depth=4", "--param", "n_jobs=1", "--no-env-shard",
+]  # fmt: skip
+
+
+def _night(base: Path, night: str, *extra: str, backend: str = SIM) -> list[str]:
+    return ["nightly", "--backend", backend, "--dataset", str(base / "measurements"), "--state-dir",
+            str(base / "state"), "--night", night, *TINY, *extra]  # fmt: skip
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def _versions(base: Path) -> list[int]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{base / 'state' / 'mlflow-simulated.db'}")
+    return sorted(int(v.version) for v in client.search_model_versions("name='tilecost-h200'"))
+
+
+def _record(base: Path, night: str, step: str) -> dict:
+    return json.loads((base / "state" / night / "steps" / f"{step}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory):
+    """A scratch directory as the working directory (MLflow must not write into the repository)."""
+    base = tmp_path_factory.mktemp("nightly")
+    monkey = pytest.MonkeyPatch()
+    monkey.chdir(base)
+    monkey.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkey.delenv("TILECOST_QUERY_LOG", raising=False)
+    yield base
+    monkey.undo()
+
+
+@pytest.fixture(scope="module")
+def first_night(workdir: Path):
+    code = main(_night(workdir, "2026-11-29", "--export-timeout-s", "600"))
+    return workdir, code
+
+
+def test_first_night_runs_every_step_promotes_and_exports(first_night, capsys) -> None:
+    base, code = first_night
+    assert code == EXIT_OK
+    for step in ("plan", "sentinels", "collect", "train", "export", "report"):
+        assert (base / "state" / "2026-11-29" / "steps" / f"{step}.json").is_file(), step
+    train = _record(base, "2026-11-29", "train")
+    assert train["promoted"] and train["decision"] == "no champion yet" and train["simulated"]
+    assert train["tracking_uri"].endswith("state/mlflow-simulated.db")
+    assert _versions(base) == [1]
+    # Everything written is labelled simulated, under tonight's run id.
+    files = DatasetStore(base / "measurements").files("h200")
+    assert files and all(f.endswith("--n20261129.parquet") for f in files)
+    assert {pq.read_table(f, columns=["gpu_name"]).column(0)[0].as_py() for f in files} == {SIMULATED_GPU_NAME}
+    # The exported artifact is the champion's and loads.
+    from tilecost.train.loading import load_artifact_model
+
+    export = _record(base, "2026-11-29", "export")
+    assert export["ok"] and export["model_version"] == "1"
+    model, metadata = load_artifact_model(export["directory"])
+    assert metadata.fingerprint["gpu_name"] == SIMULATED_GPU_NAME
+    report = (base / "state" / "2026-11-29" / "report.md").read_text()
+    assert report.startswith("# tilecost nightly 2026-11-29: SIMULATED")
+    assert "PROMOTED (no champion yet)" in report
+    assert (base / "state" / "2026-11-29" / "report" / "index.html").is_file()
+
+
+def test_the_same_night_again_resumes_and_repeats_nothing(first_night, capsys) -> None:
+    base, _ = first_night
+    files = DatasetStore(base / "measurements").files("h200")
+
+    code, summary = _run(_night(base, "2026-11-29"), capsys)
+
+    assert code == EXIT_OK
+    assert summary.startswith("SIMULATED nightly 2026-11-29: plan reused, sentinels reused, collect reused, "
+                              "train reused, export reused, report done; ok")  # fmt: skip
+    assert DatasetStore(base / "measurements").files("h200") == files
+    assert _versions(base) == [1]
+
+
+def test_drift_on_the_sentinels_stops_training_until_accepted(first_night, capsys) -> None:
+    base, _ = first_night
+
+    code, summary = _run(_night(base, "2026-11-30", "--export", "skip", backend=SLOWER), capsys)
+
+    assert code == EXIT_DRIFT
+    assert "train blocked" in summary and "DRIFT" in summary
+    drift = _record(base, "2026-11-30", "sentinels")["drift"]
+    assert drift["status"] == "drift" and drift["reference_night"] == "2026-11-29"
+    assert all(s["shift_ratio"] == pytest.approx(1.25, rel=0.01) for s in drift["sentinels"])
+    assert _versions(base) == [1]  # nothing trained, nothing registered
+    assert "not training on it" in (base / "state" / "2026-11-30" / "report.md").read_text()
+
+    code, summary = _run(_night(base, "2026-11-30", "--export", "skip", "--accept-drift", backend=SLOWER), capsys)
+
+    assert code == EXIT_OK and "train done" in summary
+    assert _record(base, "2026-11-30", "sentinels")["accepted"]
+    reference = json.loads((base / "state" / "sentinels" / "reference-h200.json").read_text())
+    assert reference["night"] == "2026-11-30"
+    assert _versions(base) == [1, 2]
+
+
+def test_flagged_queries_are_planned_first_and_their_gain_reported(first_night, capsys) -> None:
+    querylog = pytest.importorskip("tilecost.predict.querylog", reason="the predictor's query log is not there yet")
+    from tilecost.predict.ood import OODReason, OODVerdict
+    from tilecost.problem import Problem
+
+    base, _ = first_night
+    log_path = base / "queries.jsonl"
+    log = querylog.QueryLog(log_path)
+    flagged = [Problem(24, 14336, 4096), Problem(100, 3000, 700)]
+    for problem in flagged:
+        log.record(problem, OODVerdict((OODReason.SPARSE_NEIGHBOURHOOD,), 2.5))
+    log.record(Problem(64, 64, 64), OODVerdict())  # in distribution: not planned
+
+    code, _ = _run(_night(base, "2026-12-01", "--export", "skip", "--query-log", str(log_path),
+                          backend=SLOWER), capsys)  # fmt: skip
+
+    assert code == EXIT_OK
+    plan = json.loads((base / "state" / "2026-12-01" / "plan.json").read_text())
+    # the log's order: the most recently flagged first
+    assert [(e["m"], e["n"], e["k"]) for e in plan[:2]] == [(100, 3000, 700), (24, 14336, 4096)]
+    assert {e["family"] for e in plan[:2]} == {"flagged"}
+    gain = _record(base, "2026-12-01", "train")["flagged_gain"]
+    assert set(gain["problems"]) == {p.key for p in flagged}
+    assert gain["before_geomean"] is not None and 0 < gain["after_geomean"] <= 1
+
+
+def test_shards_collect_their_share_and_the_last_one_trains(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    night = ["--export", "skip", "--steps", "all"]
+
+    code0, summary0 = _run(_night(tmp_path, "2026-11-29", *night, "--shard", "0/2"), capsys)
+    code1, summary1 = _run(_night(tmp_path, "2026-11-29", *night, "--shard", "1/2"), capsys)
+
+    assert (code0, code1) == (EXIT_OK, EXIT_OK)
+    assert "sentinels done" in summary0 and "train skipped" in summary0
+    assert "sentinels skipped" in summary1 and "train done" in summary1
+    plan = json.loads((tmp_path / "state" / "2026-11-29" / "plan.json").read_text())
+    done = sum(_record(tmp_path, "2026-11-29", f"collect-{i}-of-2")["problems"] for i in range(2))
+    assert done == len(plan)
+    assert len(DatasetStore(tmp_path / "measurements").files("h200")) == len(plan)
+
+
+def test_an_export_past_its_time_limit_keeps_the_previous_artifact(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+    code, summary = _run(_night(tmp_path, "2026-11-29", "--sentinels", "0", "--export-timeout-s", "0.01"), capsys)
+
+    assert code == EXIT_OK and "export failed" in summary
+    record = _record(tmp_path, "2026-11-29", "export")
+    assert not record["ok"] and "longer than" in record["error"]
+    assert not Path(record["directory"]).exists()
+
+
+def test_simulated_runs_refuse_the_shipped_dataset_and_the_real_store(tmp_path, monkeypatch) -> None:
+    import mlflow
+
+    with pytest.raises(ValueError, match="may not write into the shipped dataset"):
+        NightlySettings(backend=SIM, dataset="datasets/measurements")
+    monkeypatch.chdir(tmp_path)
+    settings = NightlySettings(backend=SIM, dataset=str(tmp_path / "m"), tracking_uri="sqlite:///mlflow.db")
+    with pytest.raises(NightlyError, match="is the real MLflow store"):
+        _ = settings.resolved_tracking_uri
+    default = NightlySettings(backend=SIM, dataset=str(tmp_path / "m")).resolved_tracking_uri
+    assert default == f"sqlite:///{(tmp_path / 'nightly-simulated' / 'mlflow-simulated.db').resolve()}"
+    # Any store whose experiment `tilecost train` made (untagged: real) is refused, and the other way round.
+    real = f"sqlite:///{tmp_path / 'real.db'}"
+    mlflow.MlflowClient(real).create_experiment("tilecost-h200")
+    with pytest.raises(NightlyError, match="holds real training runs"):
+        prepare_store(real, "tilecost-h200", simulated=True)
+    prepare_store(real, "tilecost-h200", simulated=False)
+    simulated = f"sqlite:///{tmp_path / 'sim.db'}"
+    prepare_store(simulated, "tilecost-h200", simulated=True)
+    with pytest.raises(NightlyError, match="holds SIMULATED runs"):
+        prepare_store(simulated, "tilecost-h200", simulated=False)
+    location = mlflow.MlflowClient(simulated).get_experiment_by_name("tilecost-h200").artifact_location
+    assert location == (tmp_path / "mlruns").as_uri()
+
+
+def test_simulated_and_real_rows_never_mix_in_one_dataset(tmp_path) -> None:
+    real = DatasetStore(write_dataset(tmp_path / "real"))
+    with pytest.raises(NightlyError, match="holds real measurements"):
+        _check_dataset_kind(real, "h200", simulated=True)
+    _check_dataset_kind(real, "h200", simulated=False)
+    simulated = DatasetStore(tmp_path / "sim")
+    problem = TRAIN_PROBLEMS[0]
+    simulated.write_problem("h200", problem, "r1", problem_rows(problem, "train", gpu_name=SIMULATED_GPU_NAME))
+    with pytest.raises(NightlyError, match="holds SIMULATED rows"):
+        _check_dataset_kind(simulated, "h200", simulated=False)
+    _check_dataset_kind(simulated, "h200", simulated=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"night": "29/11/2026"}, "night='29/11/2026' is not allowed; use a date YYYY-MM-DD"),
+        ({"families": (("everything", 3),)}, "plan family 'everything' is not known"),
+        ({"families": (("random", -1),)}, "family random=-1: count must be >= 0"),
+        ({"shard": (2, 2)}, "shard=(2, 2)"),
+        ({"sample_fraction": 0.0}, "sample_fraction=0.0 must be in (0, 1]"),
+        ({"export": "sometimes"}, "'sometimes' is not a valid ExportMode"),
+    ],
+)
+def test_settings_name_the_field_and_what_is_allowed(kwargs, message, tmp_path) -> None:
+    with pytest.raises(ValueError) as caught:
+        NightlySettings(dataset=str(tmp_path / "m"), **kwargs)
+    assert message in str(caught.value)
+
+
+def test_steps_parse_by_name() -> None:
+    assert Step.parse_list("all") == frozenset(Step)
+    assert Step.parse_list("plan, collect") == {Step.PLAN, Step.COLLECT}
+    with pytest.raises(ValueError, match="step 'fit' is not allowed"):
+        Step.parse_list("plan,fit")

@@ -1,0 +1,159 @@
+"""Tonight's problems: flagged queries first, then fresh samples of the plan families.
+
+Two sources, in this order, each without the problems the dataset already holds (under any run id)
+and without repeats:
+
+1. **flagged**: problems the predictor answered with an out-of-distribution verdict, read from its
+   query log (:class:`tilecost.predict.querylog.QueryLog`, opt-in and bounded in size), at most
+   ``max_flagged`` of them; problems too large to measure (over :data:`~tilecost.collect.plans.MAX_FLOP`
+   or :data:`~tilecost.collect.plans.MAX_OPERAND_BYTES`) are set aside and counted;
+2. **fresh**: :func:`tilecost.collect.plans.build_plan` of the configured families, seeded with the
+   night (``20261129``), so each night samples new shapes and a re-run the same night the same ones.
+
+Roles come from :func:`tilecost.collect.plans.is_heldout` as for every other problem, so a fifth of
+tonight's flagged problems are measured over their whole candidate space and judge the model.
+A dataset without any held-out problem cannot evaluate a model; on such a dataset (a fresh scratch
+one) the plan draws more ``random`` problems until it holds one (:func:`ensure_heldout`).
+
+The sentinels are not part of this plan: they go to their own store (:mod:`tilecost.train.drift`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from tilecost.collect.plans import (
+    MAX_FLOP,
+    MAX_OPERAND_BYTES,
+    PlanEntry,
+    Role,
+    build_plan,
+    is_heldout,
+    load_plan_file,
+    plan_family,
+)
+from tilecost.problem import DType, Layout, Problem
+
+__all__ = [
+    "FLAGGED_FAMILY",
+    "ensure_heldout",
+    "flagged_problems",
+    "measured_problem_keys",
+    "measurable",
+    "plan_json",
+    "plan_night",
+    "read_plan",
+]
+
+FLAGGED_FAMILY = "flagged"
+# Extra random draws allowed to find one held-out problem (each is held out with probability 0.2,
+# so 64 draws miss with probability 0.8**64, about 6e-7).
+_HELDOUT_DRAWS = 64
+
+
+def measured_problem_keys(files: Iterable[str]) -> set[str]:
+    """Problem keys of a dataset's files (``<problem key>--<run id>.parquet``), from the names alone."""
+    keys = set()
+    for path in files:
+        name = path.rsplit("/", 1)[-1]
+        if name.endswith(".parquet") and "--" in name:
+            keys.add(name.split("--", 1)[0])
+    return keys
+
+
+def measurable(problem: Problem) -> bool:
+    """Whether the collector's plan limits allow measuring ``problem`` (the plans' own bounds)."""
+    largest = max(problem.m * problem.k, problem.k * problem.n) * problem.dtype.in_bytes
+    return problem.flops <= MAX_FLOP and largest <= MAX_OPERAND_BYTES and problem.m * problem.n * 4 <= MAX_OPERAND_BYTES
+
+
+def flagged_problems(query_log: str | Path) -> list[Problem]:
+    """The problems the predictor flagged, from its query log (the predictor's own reader)."""
+    try:
+        from tilecost.predict.querylog import QueryLog
+    except ImportError as exc:  # the predictor's query log came with a later tilecost
+        raise RuntimeError(f"--query-log {query_log}: this tilecost has no tilecost.predict.querylog ({exc})") from exc
+    return list(QueryLog(Path(query_log)).flagged())
+
+
+def ensure_heldout(
+    entries: list[PlanEntry], measured: set[str], dtype: DType, layout: Layout, seed: int
+) -> tuple[list[PlanEntry], int]:
+    """``entries`` plus random problems until the dataset and the plan hold a held-out problem;
+    returns the new list and how many were added."""
+    if any(e.role is Role.HELDOUT for e in entries) or any(is_heldout(Problem.from_key(k)) for k in measured):
+        return entries, 0
+    taken = {e.problem for e in entries}
+    added = []
+    for problem in plan_family("random", _HELDOUT_DRAWS, dtype, layout, seed=seed + 1):
+        if problem in taken or problem.key in measured:
+            continue
+        taken.add(problem)
+        role = Role.HELDOUT if is_heldout(problem) else Role.TRAIN
+        added.append(PlanEntry(problem, "random", role))
+        if role is Role.HELDOUT:
+            return entries + added, len(added)
+    return entries + added, len(added)
+
+
+def plan_night(
+    *,
+    flagged: Sequence[Problem],
+    families: Mapping[str, int],
+    dtypes: Sequence[DType],
+    layouts: Sequence[Layout],
+    seed: int,
+    measured: set[str],
+    max_flagged: int,
+) -> tuple[list[PlanEntry], dict[str, int]]:
+    """Tonight's plan (module docstring) and the counts of what went into it: ``flagged_logged``,
+    ``flagged_measured`` (already in the dataset), ``flagged_too_large``, ``flagged_over_limit``,
+    ``flagged``, ``fresh``, ``fresh_measured``, ``heldout_draws``, ``heldout``, ``train``."""
+    if max_flagged < 0:
+        raise ValueError(f"max_flagged={max_flagged} must be >= 0")
+    counts = {"flagged_logged": len(flagged), "flagged_measured": 0, "flagged_too_large": 0, "flagged_over_limit": 0}
+    entries: list[PlanEntry] = []
+    seen: set[Problem] = set()
+    for problem in flagged:
+        if problem in seen:
+            continue
+        seen.add(problem)
+        if problem.key in measured:
+            counts["flagged_measured"] += 1
+        elif not measurable(problem):
+            counts["flagged_too_large"] += 1
+        elif len(entries) >= max_flagged:
+            counts["flagged_over_limit"] += 1
+        else:
+            entries.append(PlanEntry(problem, FLAGGED_FAMILY, Role.HELDOUT if is_heldout(problem) else Role.TRAIN))
+    counts["flagged"] = len(entries)
+    counts["fresh_measured"] = 0
+    for entry in build_plan(dict(families), list(dtypes), list(layouts), seed=seed) if families else []:
+        if entry.problem in seen:
+            continue
+        seen.add(entry.problem)
+        if entry.problem.key in measured:
+            counts["fresh_measured"] += 1
+            continue
+        entries.append(entry)
+    counts["fresh"] = len(entries) - counts["flagged"]
+    entries, counts["heldout_draws"] = ensure_heldout(entries, measured, dtypes[0], layouts[0], seed)
+    counts["heldout"] = sum(e.role is Role.HELDOUT for e in entries)
+    counts["train"] = len(entries) - counts["heldout"]
+    return entries, counts
+
+
+def plan_json(entries: Sequence[PlanEntry]) -> str:
+    """The plan as JSON in the format :func:`tilecost.collect.plans.load_plan_file` reads."""
+    items = [
+        {"m": e.problem.m, "n": e.problem.n, "k": e.problem.k, "dtype": e.problem.dtype.value,
+         "layout": e.problem.layout.value, "family": e.family, "role": e.role.value}
+        for e in entries
+    ]  # fmt: skip
+    return json.dumps(items, indent=1)
+
+
+def read_plan(path: Path) -> list[PlanEntry]:
+    return load_plan_file(path)
