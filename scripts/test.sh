@@ -9,4 +9,11 @@ PY=${PYTHON:-python3}
 # torch 2.13.0 is the CPU wheel this machine's pip finds locally (any other version downloads a CUDA build of
 # several GB); the CPU suite needs torch only to run the kernels under the interpreter.
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,train,gpu]' 'torch==2.13.0'
+# tests/test_report.py checks `tilecost report`'s page in a real headless Chromium (Debian's package; playwright,
+# from the dev extra, drives it). Installing it took 19 s here (apt-get update included); without root or
+# apt-get, or offline, the test skips and says why.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+        || echo "scripts/test.sh: could not install chromium; the browser test will skip" >&2
+fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

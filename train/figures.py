@@ -151,9 +151,10 @@ def tile_grid(frame: pd.DataFrame, problem: Problem | str, *, block_k: int = SEE
                  & frame["status"].isin(["ok", "hopeless"])]  # fmt: skip
     if rows.empty:
         raise DatasetError(
-            f"{problem.key} is not in the dataset with BLOCK_K = {block_k}; measure it first, e.g. "
-            f'tilecost collect --plan FILE with {{"m": {problem.m}, "n": {problem.n}, "k": {problem.k}, '
-            '"role": "heldout"}} (every candidate)'
+            f"{problem.key} is not in the dataset with BLOCK_K = {block_k}; measure it first with "
+            f"`tilecost collect --plan FILE --sample-fraction 1.0` and the plan entry "
+            f'{{"m": {problem.m}, "n": {problem.n}, "k": {problem.k}, "only": {{"block_k": [{block_k}]}}}} '
+            "(datasets/plans/seed_figure.json holds the seed's four problems)"
         )
     per_config = []
     for config_id, group in rows.groupby("config_id", sort=True):
@@ -381,7 +382,10 @@ def weakest_figure(q: QualityData, count: int = 10) -> Figure:
 
     fig = _figure(12, 4.8)
     left, right = fig.subplots(1, 2, width_ratios=[1, 1.3])
-    groups = q.evaluation.groups()
+    total = len(q.evaluation.problems)
+    # a group holding every problem (one dtype, one layout) repeats "all"
+    groups = [(slug, label) for slug, label in q.evaluation.groups()
+              if slug == "all" or q.evaluation.summary(slug)["problems"] < total]  # fmt: skip
     width = 0.8 / (1 + len(BASELINES))
     for i, (name, color) in enumerate([("model", "black"), ("tutorial", "#2ca02c"), ("fixed", "#1f77b4"),
                                        ("roofline", "#d62728")]):  # fmt: skip

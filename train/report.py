@@ -41,7 +41,7 @@ from .figures import (
     weakest_figure,
 )
 
-__all__ = ["WrittenReport", "load_model", "write_report"]
+__all__ = ["WrittenReport", "heldout_quality", "load_model", "write_report"]
 
 CAPTIONS = {
     "seed_figure.png": (
@@ -108,16 +108,22 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _quality(dataset: str | Path, device_class: str, model: Any, checker: Any, trained: set[str],
-             notes: list[str]) -> QualityData | None:  # fmt: skip
+def heldout_quality(
+    dataset: str | Path, device_class: str, model: Any, checker: Any = None, trained: set[str] | None = None,
+    notes: list[str] | None = None,
+) -> QualityData | None:  # fmt: skip
+    """:func:`~tilecost.train.figures.quality_data` of ``model`` on the dataset's held-out problems, less
+    those it was ``trained`` on; ``checker`` defaults to the dataset's training problems with the default
+    threshold. What was left out, and why, is appended to ``notes``. None without held-out problems."""
     from tilecost.predict.ood import OODChecker, training_domain
 
     from .dataset import load_measurements
     from .pipeline import split_by_role
 
+    notes = [] if notes is None else notes
     measurements = load_measurements(dataset, device_class)
     train, heldout = split_by_role(measurements)
-    seen = sorted(trained & set(heldout["problem_key"]))
+    seen = sorted((trained or set()) & set(heldout["problem_key"]))
     if seen:
         notes.append(f"left out of the evaluation, as the model was trained on them: {', '.join(seen)}")
         heldout = heldout[~heldout["problem_key"].isin(seen)]
@@ -217,7 +223,7 @@ def write_report(
         device_class, artifact=artifact, model_uri=model_uri, tracking_uri=tracking_uri
     )
     say(f"scoring the held-out problems with {description}")
-    q = _quality(dataset, device_class, model, checker, trained, notes)
+    q = heldout_quality(dataset, device_class, model, checker, trained, notes)
     if q is not None:
         figures.append(_save(predicted_vs_measured_figure(q), out / "predicted_vs_measured.png"))
         figures.append(_save(top1_figure(q), out / "top1_distribution.png"))
