@@ -48,6 +48,7 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .export import default_export_dir
     from .pipeline import train_device_class
+    from .progress import Heartbeat
     from .tracking import describe, tracking_uri
 
     export_dir = None if args.no_export else Path(args.export_dir or default_export_dir(args.device_class))
@@ -56,18 +57,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
     params.setdefault("seed", args.seed)
     if args.n_jobs is not None:
         params["n_jobs"] = args.n_jobs
-    result = train_device_class(
-        args.dataset,
-        args.device_class,
-        dtypes=args.dtypes,
-        layouts=args.layouts,
-        triton_version=args.triton_version,
-        model_params=params,
-        cv_folds=args.cv_folds,
-        export_dir=export_dir,
-        tracking_uri=uri,
-        log=lambda line: print(line, file=sys.stderr),
-    )
+    with Heartbeat("training", sys.stderr):  # a line every 15 s while the fit (and export) runs
+        result = train_device_class(
+            args.dataset,
+            args.device_class,
+            dtypes=args.dtypes,
+            layouts=args.layouts,
+            triton_version=args.triton_version,
+            model_params=params,
+            cv_folds=args.cv_folds,
+            export_dir=export_dir,
+            tracking_uri=uri,
+            log=lambda line: print(line, file=sys.stderr),
+        )
     print(result.report())
     if result.run is not None:
         print(describe(result.run))
@@ -94,6 +96,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     )
     print(description)
     print(evaluation.table(per_problem=not args.summary_only))
+    s = evaluation.summary()
+    print(f"evaluated {source} on {int(s['problems'])} held-out problems of {args.dataset}: "
+          f"top-1 {s['top1_geomean']:.3f} (worst {s['top1_worst']:.3f}), top-5 {s['top5_geomean']:.3f}")  # fmt: skip
     return 0
 
 
