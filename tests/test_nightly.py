@@ -176,6 +176,9 @@ def test_shards_collect_their_share_and_the_last_one_trains(tmp_path, monkeypatc
     done = sum(_record(tmp_path, "2026-11-29", f"collect-{i}-of-2")["problems"] for i in range(2))
     assert done == len(plan)
     assert len(DatasetStore(tmp_path / "measurements").files("h200")) == len(plan)
+    # a retried pod of a shard that had finished: all shards complete, it takes the finish lock, repeats nothing
+    code, again = _run(_night(tmp_path, "2026-11-29", *night, "--shard", "0/2"), capsys)
+    assert code == EXIT_OK and "collect reused, train reused" in again
 
 
 def test_an_export_past_its_time_limit_keeps_the_previous_artifact(tmp_path, monkeypatch, capsys) -> None:

@@ -53,7 +53,7 @@ from tilecost.problem import DType, Layout, Problem
 
 from .drift import DriftReport, DriftStatus, SentinelRows, compare_sentinels, sentinel_plan
 from .nightly_plan import FLAGGED_FAMILY, flagged_problems, measured_problem_keys, plan_json, plan_night, read_plan
-from .nightly_state import NightDir, NightLock, parse_night, today
+from .nightly_state import NightDir, NightLock, NightLocked, parse_night, today
 from .progress import Heartbeat
 
 __all__ = [
@@ -321,6 +321,7 @@ class _Night:
         self.s = settings
         self.dir = NightDir(settings.resolved_state_dir, settings.night)
         self.stream = stream
+        self.outcomes: list[StepOutcome] = []
 
     def say(self, text: str) -> None:
         if self.stream is not None:
@@ -769,6 +770,28 @@ def _step_report(night: _Night, outcomes: Sequence[StepOutcome]) -> StepOutcome:
 
 
 # ------------------------------------------------------------------------------------------- the run
+FINISH_STALE_S = 3 * 3600  # a finishing shard that died leaves its lock; another host takes over after this
+
+
+def _finish(night: _Night, entries: list[PlanEntry], steps: set[Step], record: Any) -> None:
+    """Train, export and report under the night's finish lock: two shards completing together (or a
+    retried pod) never train at once, and whoever comes second finds the records and repeats nothing."""
+    s = night.s
+    try:
+        with NightLock(night.dir.root / "finish.lock", stale_after_s=FINISH_STALE_S):
+            if Step.TRAIN in steps:
+                record(_step_train(night, entries))
+            if Step.EXPORT in steps:
+                record(_step_export(night))
+            if Step.REPORT in steps:
+                record(_step_report(night, night.outcomes))
+    except NightLocked as exc:
+        if s.shard is None:
+            raise
+        for step in sorted(steps, key=list(Step).index):
+            record(StepOutcome(step, Outcome.SKIPPED, f"{step.value}: another shard is finishing ({exc})"))
+
+
 def run_nightly(settings: NightlySettings, stream: TextIO | None = sys.stderr) -> NightlyResult:
     """Run the steps of ``settings`` for its night (module docstring); returns what was done."""
     night = _Night(settings, stream)
@@ -776,7 +799,7 @@ def run_nightly(settings: NightlySettings, stream: TextIO | None = sys.stderr) -
     if s.simulated:
         night.say("=" * 20 + " SIMULATED: the timer is the roofline model, nothing here is a measurement " + "=" * 20)
     lock = night.dir.root / ("lock" if s.shard is None else f"lock-{s.shard[0]}-of-{s.shard[1]}")
-    outcomes: list[StepOutcome] = []
+    outcomes = night.outcomes
 
     def record(outcome: StepOutcome) -> None:
         outcomes.append(outcome)
@@ -799,19 +822,13 @@ def run_nightly(settings: NightlySettings, stream: TextIO | None = sys.stderr) -
         finishing = {Step.TRAIN, Step.EXPORT, Step.REPORT} & s.steps
         if finishing and s.shard is not None and Step.COLLECT in s.steps:
             done, count = _shards_complete(night)
-            claimed = done == count and night.dir.create_exclusive(night.dir.root / "steps" / "finish.claim",
-                                                                   str(s.shard))  # fmt: skip
-            if not claimed:
-                why = f"{done} of {count} shards complete" + ("; another shard finishes" if done == count else "")
+            if done < count:
+                why = f"{done} of {count} shards complete"
                 for step in sorted(finishing, key=list(Step).index):
                     record(StepOutcome(step, Outcome.SKIPPED, f"{step.value}: left to the last shard ({why})"))
                 finishing = set()
-        if Step.TRAIN in finishing:
-            record(_step_train(night, entries))
-        if Step.EXPORT in finishing:
-            record(_step_export(night))
-        if Step.REPORT in finishing:
-            record(_step_report(night, outcomes))
+        if finishing:
+            _finish(night, entries, finishing, record)
     exit_code = EXIT_OK
     if any(o.outcome is Outcome.INCOMPLETE for o in outcomes):
         exit_code = EXIT_INCOMPLETE

@@ -49,6 +49,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
 
     from .nightly import DEFAULT_FAMILIES, ExportMode, NightlySettings, Step, run_nightly
 
+    night = args.night or os.environ.get("TILECOST_NIGHT")
     shard = args.shard
     if shard is None and not args.no_env_shard:
         found = shard_from_env()
@@ -80,7 +81,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
             export_dir=args.export_dir,
             export_timeout_s=args.export_timeout_s,
             accept_drift=args.accept_drift,
-            **({"night": args.night} if args.night else {}),
+            **({"night": night} if night else {}),
         )
         result = run_nightly(settings)
     except (TilecostError, ValueError, RuntimeError) as exc:
@@ -123,7 +124,11 @@ def register(sub: Any) -> None:
         default=None,
         help="plans, step records, sentinels, reports (default ./nightly; simulated: next to the dataset)",
     )
-    p.add_argument("--night", default=None, help="YYYY-MM-DD (default: today, UTC); a re-run the same night resumes")
+    p.add_argument(
+        "--night",
+        default=None,
+        help="YYYY-MM-DD (default $TILECOST_NIGHT, else today in UTC); a re-run the same night resumes",
+    )
     p.add_argument("--steps", default="all", help="all, or some of plan,sentinels,collect,train,export,report")
     p.add_argument(
         "--backend",
