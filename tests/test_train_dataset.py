@@ -173,3 +173,27 @@ def test_reads_real_files_of_the_shipped_dataset(tmp_path: Path) -> None:
     )
     assert m.fingerprint()["triton_version"] == "3.6.0"
     assert isinstance(pa.__version__, str)
+
+
+def test_a_problem_measured_again_is_read_from_its_newest_run_only(tmp_path):
+    import datetime as dt
+
+    from tilecost.train.dataset import load_measurements
+
+    root = write_dataset(tmp_path / "ds")
+    again = HELDOUT_PROBLEMS[0]
+    before = load_measurements(root, "h200")
+    old_rows = before.frame[before.frame.problem_key == again.key]
+    newer = problem_rows(again, "heldout", run_id="rnewer", timestamp=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    for row in newer:
+        row["time_us"] *= 2.0  # tell the runs apart
+    DatasetStore(root).write_problem("h200", again, "rnewer", newer)
+
+    after = load_measurements(root, "h200")
+    rows = after.frame[after.frame.problem_key == again.key]
+    assert set(rows.run_id) == {"rnewer"}
+    assert len(rows) == len(old_rows)
+    assert after.superseded_rows == len(old_rows)
+    assert "superseded by a newer run" in after.summary()
+    untouched = after.frame[after.frame.problem_key == TRAIN_PROBLEMS[0].key]
+    assert len(untouched) == len(before.frame[before.frame.problem_key == TRAIN_PROBLEMS[0].key])

@@ -13,6 +13,11 @@ It refuses, with :class:`~tilecost.errors.DatasetError` naming the file, column 
 * rows measured with more than one Triton version (timings change between releases; pick one);
 * a dataset in which every row failed.
 
+A problem measured again by a later run (a held-out problem re-measured with a better protocol) is
+read from its newest run only: the older run's rows of that problem are set aside and counted in
+:attr:`Measurements.superseded_rows`, so no configuration is counted twice and a held-out problem's
+best is the best of one complete measurement.
+
 Only timed rows are candidates: ``ok`` rows carry the full protocol's median and ``hopeless`` rows
 the screening time that bounds them (a true, noisier time of a configuration more than 3x slower
 than the best screened), both valid measurements. Failed rows (compile errors and the like) are
@@ -58,6 +63,8 @@ REQUIRED_COLUMNS = (
     *FINGERPRINT_COLUMNS,
     "role",
     "sample_fraction",
+    "run_id",
+    "timestamp",
     "problem_key",
     "m",
     "n",
@@ -98,6 +105,7 @@ class Measurements:
     status_counts: dict[str, int]
     root: str = ""
     selection: dict[str, Any] = field(default_factory=dict)
+    superseded_rows: int = 0  # rows of problems measured again by a newer run, set aside
 
     @property
     def rows_read(self) -> int:
@@ -130,9 +138,10 @@ class Measurements:
         """One line: rows read by status, rows kept, problems per role, files."""
         counts = ", ".join(f"{status} {count:,}" for status, count in sorted(self.status_counts.items()))
         roles = ", ".join(f"{len(self.problem_keys(role))} {role}" for role in ROLES)
+        newer = f" ({self.superseded_rows:,} superseded by a newer run)" if self.superseded_rows else ""
         return (
             f"{self.device_class}: read {self.rows_read:,} rows ({counts}) from {len(self.files)} files; "
-            f"{self.rows_timed:,} timed rows kept as candidates; problems: {roles}; digest {self.digest[:12]}"
+            f"{self.rows_timed:,} timed rows kept as candidates{newer}; problems: {roles}; digest {self.digest[:12]}"
         )
 
 
@@ -254,7 +263,7 @@ def load_measurements(
             "only the timed rows are candidates",
             stacklevel=2,
         )
-    frame = frame[timed].reset_index(drop=True)
+    frame, superseded = _newest_run_per_problem(frame[timed])
     roles = sorted(set(frame["role"].unique()) - set(ROLES))
     if roles:
         raise DatasetError(f"device class {device_class!r}: unknown role value(s) {roles}; allowed {list(ROLES)}")
@@ -273,4 +282,15 @@ def load_measurements(
         status_counts=counts,
         root=str(root),
         selection=selection,
+        superseded_rows=superseded,
     )
+
+
+def _newest_run_per_problem(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows of each problem's newest run (by its latest timestamp), and how many were set aside."""
+    runs = frame.groupby(["problem_key", "run_id"], sort=False)["timestamp"].max().reset_index()
+    if len(runs) == frame["problem_key"].nunique():
+        return frame.reset_index(drop=True), 0
+    newest = runs.sort_values("timestamp").drop_duplicates("problem_key", keep="last")
+    keep = frame.set_index(["problem_key", "run_id"]).index.isin(newest.set_index(["problem_key", "run_id"]).index)
+    return frame[keep].reset_index(drop=True), int((~keep).sum())
