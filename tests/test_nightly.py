@@ -13,15 +13,8 @@ from tests.test_train_fixtures import TRAIN_PROBLEMS, problem_rows, write_datase
 from tilecost.cli import main
 from tilecost.collect.simulated import SIMULATED_GPU_NAME
 from tilecost.collect.store import DatasetStore
-from tilecost.train.nightly import (
-    EXIT_DRIFT,
-    EXIT_OK,
-    NightlyError,
-    NightlySettings,
-    Step,
-    _check_dataset_kind,
-    prepare_store,
-)
+from tilecost.train.nightly import EXIT_DRIFT, EXIT_OK, NightlyError, NightlySettings, Step, prepare_store
+from tilecost.train.nightly_steps import check_dataset_kind
 
 pytest.importorskip("mlflow")
 pytest.importorskip("xgboost")
@@ -221,14 +214,14 @@ def test_simulated_runs_refuse_the_shipped_dataset_and_the_real_store(tmp_path, 
 def test_simulated_and_real_rows_never_mix_in_one_dataset(tmp_path) -> None:
     real = DatasetStore(write_dataset(tmp_path / "real"))
     with pytest.raises(NightlyError, match="holds real measurements"):
-        _check_dataset_kind(real, "h200", simulated=True)
-    _check_dataset_kind(real, "h200", simulated=False)
+        check_dataset_kind(real, "h200", simulated=True)
+    check_dataset_kind(real, "h200", simulated=False)
     simulated = DatasetStore(tmp_path / "sim")
     problem = TRAIN_PROBLEMS[0]
     simulated.write_problem("h200", problem, "r1", problem_rows(problem, "train", gpu_name=SIMULATED_GPU_NAME))
     with pytest.raises(NightlyError, match="holds SIMULATED rows"):
-        _check_dataset_kind(simulated, "h200", simulated=False)
-    _check_dataset_kind(simulated, "h200", simulated=True)
+        check_dataset_kind(simulated, "h200", simulated=False)
+    check_dataset_kind(simulated, "h200", simulated=True)
 
 
 @pytest.mark.parametrize(

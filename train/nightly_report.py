@@ -15,7 +15,8 @@ from .drift import DriftReport
 from .nightly_state import NightDir
 
 if TYPE_CHECKING:
-    from .nightly import NightlySettings, StepOutcome
+    from .nightly_settings import NightlySettings
+    from .nightly_steps import StepOutcome
 
 __all__ = ["champion_source", "gain_lines", "nightly_markdown"]
 
