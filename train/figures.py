@@ -236,6 +236,11 @@ def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+def _us(value: float) -> str:
+    """A cell's time in µs, at most five characters: 1.23, 12.3, 123.4 -> 123, 13630."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def _heatmap(ax: Any, grid: TileGrid, which: str, title: str) -> Any:
     """One panel, coloured by time over the best cell's (log scale), each cell labelled in µs."""
     from matplotlib.colors import LogNorm
@@ -262,7 +267,7 @@ def _heatmap(ax: Any, grid: TileGrid, which: str, title: str) -> Any:
             if bound:
                 ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.55", lw=0))
             dark = norm(ratio[r, c]) > 0.55
-            ax.text(c, r + 0.12, f"{'≥' if bound else ''}{values[r, c]:.4g}", ha="center", va="center", fontsize=6,
+            ax.text(c, r + 0.12, f"{'≥' if bound else ''}{_us(values[r, c])}", ha="center", va="center", fontsize=6,
                     color="white" if dark else "black")  # fmt: skip
     marks = [(grid.best(which), "*", "#00c000", "best"), (grid.worst(which), "X", "#d00000", "worst"),
              (grid.fixed(), "s", "#1f77b4", "fixed 128×128")]  # fmt: skip
@@ -292,7 +297,7 @@ def _ratio_text(grid: TileGrid, which: str) -> str:
     best, worst, fixed = grid.best(which), grid.worst(which), grid.fixed()
     values = grid._values(which)
     bound = which == "measured" and worst is not None and bool(grid.lower_bound[worst])
-    parts = [f"best {grid.label(best)} {values[best]:.4g} µs" if best is not None else "best -"]
+    parts = [f"best {grid.label(best)} {_us(values[best])} µs" if best is not None else "best -"]
     parts.append(f"worst {grid.label(worst)} {'≥' if bound else ''}{grid.ratio(worst, which):.2f}×")
     if fixed is not None and np.isfinite(values[fixed]):
         fixed_bound = which == "measured" and bool(grid.lower_bound[fixed])

@@ -47,8 +47,9 @@ CAPTIONS = {
     "seed_figure.png": (
         "The seed's figure from real measurements: each cell is the fastest measured configuration of that "
         f"BLOCK_M × BLOCK_N tile at BLOCK_K = {SEED_BLOCK_K} (kernel variant, GROUP_M, SPLIT_K, warps and stages "
-        "at their best), next to the seed's analytical model for the same cells. Best, worst and the fixed "
-        "128 × 128 are marked with their ratios to the best; hatched cells hold only a screening lower bound."
+        "at their best), next to the seed's analytical model for the same cells (which has no split-K). Best, "
+        "worst and the fixed 128 × 128 are marked with their ratios to the best; hatched cells hold only a "
+        "screening lower bound."
     ),
     "predicted_vs_measured.png": "Predicted against measured time of every candidate of the held-out problems.",
     "top1_distribution.png": (
