@@ -7,10 +7,12 @@
 
 One thread (OMP/OpenBLAS/MKL pinned to 1 before numpy loads). Reports, for never-queried shapes
 drawn log-uniformly over the training domain (none of them measured, so none is answered from
-measurements): p50/p90/p99 of ``Predictor.predict_best``; p50 for a repeated shape; import time and
-first-call time in fresh interpreters; how often the shortlist's choice equals scoring every
-candidate with the full model (held-out problems and random shapes) and by how much it differs when
-not; the OOD calibration on the held-out problems; the run-time dispatch rule's speed and the
+measurements): p50/p90/p99 of ``Predictor.predict_best`` at the artifact's default shortlist width,
+and the same with how often the answer equals scoring every candidate with the full model
+(held-out problems and random shapes; also within 1% of its predicted time) for a sweep of widths;
+where a query's time goes; p50 for a repeated shape; import time and first-call time in fresh
+interpreters; the out-of-distribution flags on the held-out problems (the rules the artifact stores,
+and a leave-one-out estimate of how they generalise); the run-time dispatch rule's speed and the
 model's top-5 against measured times. Writes JSON to ``--out``.
 """
 
@@ -75,6 +77,72 @@ print(json.dumps({{"import_s": t1 - t0, "load_s": t2 - t1, "first_query_s": t3 -
     return summary
 
 
+def breakdown(predictor: Any, problems: list[Any]) -> dict[str, float]:
+    """Median µs of each step of a new-shape query at the predictor's width (``Predictor._answer``)."""
+    from tilecost.features import feature_matrix
+    from tilecost.predict.feasibility import feasible_mask
+
+    group = predictor._group(problems[0].dtype, problems[0].layout)
+    steps: dict[str, list[float]] = {k: [] for k in ("ood_verdict", "shortlist", "feasible_mask", "features", "trees")}
+    rows = []
+    for problem in problems:
+        clock = time.perf_counter_ns
+        t0 = clock()
+        predictor.ood.verdict(problem)
+        t1 = clock()
+        candidates = group.candidates(problem)
+        t2 = clock()
+        mask = feasible_mask(problem, candidates.columns, predictor.device)
+        t3 = clock()
+        x = feature_matrix(problem, candidates.features.take(mask), predictor.device)
+        t4 = clock()
+        predictor.ensemble.predict(x)
+        t5 = clock()
+        for key, (a, b) in zip(steps, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)), strict=True):
+            steps[key].append((b - a) / 1e3)
+        rows.append(len(x))
+    out = {key: round(statistics.median(values), 1) for key, values in steps.items()}
+    out["rows_scored_mean"] = round(float(np.mean(rows)), 1)
+    return out
+
+
+def ood_report(predictor: Any, heldout: list[Any], fractions: list[float], stored: dict[str, Any]) -> dict[str, Any]:
+    """The predictor's flags on the held-out problems against their measured top-1 fractions, and a
+    leave-one-out estimate: rules fitted on the other problems (as export fits them), applied to each."""
+    from tilecost.predict.ood import answer_signals, fit_flag_rules
+
+    bad = [f < 0.90 for f in fractions]
+    flagged = [bool(predictor.predict_best(p, measured=False).ood) for p in heldout]
+    signals, already = [], []
+    for problem in heldout:
+        ranking = predictor.rank(problem, 2, measured=False)
+        shape = predictor.ood.verdict(problem)
+        second = ranking[1].time_us if len(ranking) > 1 else None
+        signals.append(answer_signals(problem, ranking[0].time_us, second, shape.neighbour_distance_log2))
+        already.append(bool(shape))
+    loo = []
+    for i in range(len(heldout)):
+        rest = [j for j in range(len(heldout)) if j != i]
+        rules, _ = fit_flag_rules([signals[j] for j in rest], [bad[j] for j in rest], [already[j] for j in rest])
+        loo.append(already[i] or any(rule.fires(signals[i]) for rule in rules))
+
+    def counts(flags: list[bool]) -> dict[str, int]:
+        return {"bad_problems": sum(bad), "bad_caught": sum(f and b for f, b in zip(flags, bad, strict=True)),
+                "good_problems": len(bad) - sum(bad),
+                "good_flagged": sum(f and not b for f, b in zip(flags, bad, strict=True))}  # fmt: skip
+
+    return {
+        "rules": stored.get("rules", []),
+        "export_calibration": stored.get("calibration"),
+        "in_sample": counts(flagged),
+        "leave_one_out": counts(loo),
+        "per_problem": [
+            {"problem": p.key, "top1_fraction": round(f, 3), "flagged": fl, **{k: round(v, 3) for k, v in s.items()}}
+            for p, f, fl, s in zip(heldout, fractions, flagged, signals, strict=True)
+        ],  # fmt: skip
+    }
+
+
 def random_shapes(
     rng: np.random.Generator, low: np.ndarray, high: np.ndarray, count: int, exclude: set[str]
 ) -> list[tuple[int, int, int]]:
@@ -95,21 +163,19 @@ def main() -> int:
     parser.add_argument("--fixture-dir", type=Path, default=Path("/tmp/tilecost-predict-fixture"))
     parser.add_argument("--trees", type=int, default=100)
     parser.add_argument("--depth", type=int, default=6)
-    parser.add_argument("--step", type=float, default=1.0)
-    parser.add_argument("--top-n", type=int, default=8)
-    parser.add_argument("--interior", type=int, default=8)
-    parser.add_argument("--radius", type=float, default=2.0)
+    parser.add_argument("--samples", type=int, default=48_000, help="fixture export: sample shapes")
     parser.add_argument("--new-shapes", type=int, default=2000)
     parser.add_argument("--agreement-shapes", type=int, default=300)
+    parser.add_argument("--widths", default="8,16,24,32,48,64", help="shortlist widths to sweep")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
     from tests.test_predict_fixture import build_fixture_artifact, load_dataset
     from tilecost import Predictor, Problem
-    from tilecost.predict import calibrate_ood, dispatch_speed, shipped_devices
+    from tilecost.predict import dispatch_speed, shipped_devices
 
-    data = load_dataset()
+    data = load_dataset(groups=None)
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
         "python": sys.version.split()[0],
@@ -120,19 +186,24 @@ def main() -> int:
         artifact = REPO / "tilecost" / "models" / "h200"
     if artifact is None:
         started = time.perf_counter()
-        export = {
-            "step_log2": args.step,
-            "top_n": args.top_n,
-            "interior_samples": args.interior,
-            "radius_log2": args.radius,
-        }
+        export = {"samples": args.samples, "validation": 2000, "list_width": 64, "default_width": 24}
         artifact = build_fixture_artifact(args.fixture_dir, data, trees=args.trees, depth=args.depth, export=export)
         report["fixture"] = {"trees": args.trees, "depth": args.depth, **export,
                              "build_s": round(time.perf_counter() - started, 1)}  # fmt: skip
     report["artifact"] = str(artifact)
     predictor = Predictor.load(artifact)
     report["model"] = {"trees": predictor.ensemble.num_trees, "depth": predictor.ensemble.depth}
-    training, heldout = data.problems("train"), data.problems("heldout")
+    # Only the (dtype, layout) groups the artifact was trained on: held-out problems of other groups (the
+    # dataset grows ahead of the shipped model) are reported apart, as counts of flagged answers.
+    groups = set(predictor._group_specs) or {"bf16-nt"}
+    in_artifact = [p for p in data.problems("heldout") if f"{p.dtype.value}-{p.layout.value}" in groups]
+    others = [p for p in data.problems("heldout") if p not in in_artifact]
+    training = [p for p in data.problems("train") if f"{p.dtype.value}-{p.layout.value}" in groups]
+    heldout = in_artifact
+    report["heldout_of_other_groups"] = {
+        "problems": len(others),
+        "flagged": sum(bool(predictor.predict_best(p, measured=False).ood) for p in others),
+    }
     points = np.log2(np.array([[p.m, p.n, p.k] for p in training], dtype=float))
     rng = np.random.default_rng(args.seed)
     measured_keys = set(predictor.measured) | {p.key for p in training + heldout}
@@ -154,28 +225,34 @@ def main() -> int:
         predictor.predict_best(shapes[-1])
         repeated.append((time.perf_counter_ns() - started) / 1e3)
     group = next(iter(predictor._groups.values()))
-    widths = [len(group.shortlist.members(i)) for i in range(len(group.shortlist.lists))] if group.shortlist else []
     report["latency_us"] = {
+        "shortlist_width": group.width,
         "new_shape": _percentiles(latencies),
         "new_shape_not_flagged": _percentiles(in_distribution) | {"shapes": len(in_distribution)},
         "repeated_shape": _percentiles(repeated),
-        "shortlist_length_mean": round(float(np.mean(widths)), 1) if widths else None,
     }
+    report["breakdown_us"] = breakdown(predictor, [Problem(*s) for s in shapes[200:700]])
     report["startup"] = import_and_first_call(artifact, shapes[0], runs=5)
 
     # Agreement of the shortlist's choice with scoring every candidate, and OOD / top-k on held-out.
-    def agreement(problems: list[Problem]) -> dict[str, Any]:
-        same, ratios = 0, []
+    exhaustive: dict[Problem, Any] = {}
+
+    def agreement(scored: Any, problems: list[Problem]) -> dict[str, Any]:
+        same, close, ratios = 0, 0, []
         for problem in problems:
-            pick = predictor.predict_best(problem, measured=False)
-            full = predictor.rank(problem, 1, exhaustive=True, measured=False)[0]
+            pick = scored.predict_best(problem, measured=False)
+            if problem not in exhaustive:
+                exhaustive[problem] = predictor.rank(problem, 1, exhaustive=True, measured=False)[0]
+            full = exhaustive[problem]
             same += pick.config == full.config
             ratios.append(pick.time_us / full.time_us)
+            close += ratios[-1] <= 1.01
         worse = [r for r in ratios if r > 1] or [1.0]
         return {
             "problems": len(problems),
             "agree": same,
             "agreement": round(same / len(problems), 4),
+            "within_1pct": round(close / len(problems), 4),
             "predicted_slowdown_when_different_mean": round(float(np.mean(worse)), 4),
             "predicted_slowdown_worst": [round(r, 4) for r in sorted(ratios)[-3:]],
         }
@@ -183,10 +260,25 @@ def main() -> int:
     random_problems = [Problem(*s) for s in shapes[200 : 200 + args.agreement_shapes]]
     unflagged = [p for p in random_problems if not predictor.predict_best(p).ood]
     report["agreement"] = {
-        "heldout": agreement(heldout),
-        "random": agreement(random_problems),
-        "random_not_flagged": agreement(unflagged),
+        "heldout": agreement(predictor, heldout),
+        "random": agreement(predictor, random_problems),
+        "random_not_flagged": agreement(predictor, unflagged),
     }
+    sweep = []
+    for width in [int(w) for w in args.widths.split(",")]:
+        narrow = Predictor.load(artifact, shortlist_width=width)
+        for shape in shapes[:100]:
+            narrow.predict_best(shape)
+        times = []
+        for shape in shapes[200 : 200 + args.new_shapes // 2]:
+            started = time.perf_counter_ns()
+            narrow.predict_best(shape)
+            times.append((time.perf_counter_ns() - started) / 1e3)
+        sweep.append({"width": width, "new_shape": _percentiles(times),
+                      "heldout": agreement(narrow, heldout), "random": agreement(narrow, random_problems)})  # fmt: skip
+    report["width_sweep"] = sweep
+    header = json.loads((Path(artifact) / "predictor.json").read_text())
+    report["export_validation"] = {name: g.get("validation") for name, g in header["groups"].items()}
 
     fractions, top5, exhaustive_fractions = [], [], []
     for problem in heldout:
@@ -204,7 +296,7 @@ def main() -> int:
         "top5_measured_fraction_mean": round(float(np.mean(top5)), 4),
         "below_0.90": int(sum(f < 0.9 for f in fractions)),
     }
-    report["ood_calibration"] = calibrate_ood(heldout, [min(f, 1.0) for f in fractions], training)
+    report["ood"] = ood_report(predictor, heldout, fractions, header.get("ood", {}))
     far = [Problem(1, 4096, 262144), Problem(65536, 65536, 65536)]
     report["far_shapes_flagged"] = {p.key: [r.value for r in predictor.predict_best(p).ood.reasons] for p in far}
     rule = predictor.dispatch_rule("bf16", "nt")
@@ -219,7 +311,10 @@ def main() -> int:
     lat = report["latency_us"]
     print(f"new shape p50 {lat['new_shape']['p50']} us, p99 {lat['new_shape']['p99']} us; repeated p50 "
           f"{lat['repeated_shape']['p50']} us; agreement {report['agreement']['heldout']['agreement']} (held-out), "
-          f"{report['agreement']['random']['agreement']} (random); written to {out}", file=sys.stderr)  # fmt: skip
+          f"{report['agreement']['random']['agreement']} (random); OOD catches "
+          f"{report['ood']['in_sample']['bad_caught']}/{report['ood']['in_sample']['bad_problems']}, flags "
+          f"{report['ood']['in_sample']['good_flagged']}/{report['ood']['in_sample']['good_problems']} good; "
+          f"written to {out}", file=sys.stderr)  # fmt: skip
     return 0
 
 

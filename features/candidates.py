@@ -135,6 +135,13 @@ class ConfigFeatures:
         return self.columns[:, _BLOCKS_PER_SM]
 
     def take(self, index: ArrayLike) -> ConfigFeatures:
-        """The rows selected by an integer index array or a boolean mask."""
+        """The rows selected by an integer index array or a boolean mask (rows of checked columns:
+        not checked again, see :meth:`ConfigArrays.take`)."""
         index = np.asarray(index)
-        return ConfigFeatures(self.configs.take(index), self.device, self.dtype, self.columns[index])
+        columns = self.columns[index]
+        columns.flags.writeable = False
+        taken = object.__new__(ConfigFeatures)
+        for name, value in (("configs", self.configs.take(index)), ("device", self.device), ("dtype", self.dtype),
+                            ("columns", columns)):  # fmt: skip
+            object.__setattr__(taken, name, value)
+        return taken

@@ -7,7 +7,8 @@ Modules: ``artifact`` (the artifact format), ``trees`` (XGBoost JSON evaluated i
 ``feasibility`` (the candidate rules as array arithmetic), ``scoring`` (a group's candidates scored
 with the model), ``shortlist`` and ``export`` (what is precomputed at export), ``ood``
 (out-of-distribution verdicts and their calibration), ``dispatch`` (run-time dispatch rules),
-``predictor`` (:class:`Predictor`, :func:`predict_best`, :func:`rank`), ``autotune`` (pruning for
+``querylog`` (the opt-in log of flagged queries, :class:`QueryLog`), ``predictor``
+(:class:`Predictor`, :func:`predict_best`, :func:`rank`), ``autotune`` (pruning for
 ``triton.autotune``).
 """
 
@@ -16,6 +17,7 @@ from tilecost.predict.dispatch import DispatchRule, dispatch_speed, fit_dispatch
 from tilecost.predict.export import prepare_artifact_files
 from tilecost.predict.ood import OODReason, OODVerdict, calibrate_ood, training_domain
 from tilecost.predict.predictor import Prediction, Predictor, Source, parse_problem, predict_best, rank, shipped_devices
+from tilecost.predict.querylog import QueryLog
 from tilecost.predict.trees import TreeEnsemble
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "OODVerdict",
     "Prediction",
     "Predictor",
+    "QueryLog",
     "Source",
     "TreeEnsemble",
     "calibrate_ood",

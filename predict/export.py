@@ -5,20 +5,26 @@ write, and passes the returned files to ``save_artifact(..., extra_files=...)``,
 in ``metadata.files``. Two files come back:
 
 ``predictor.json``
-    ``{"format": 1, "groups": {"bf16-nt": {"space_size", "space_sha256", "grid": GridSpec,
-    "dispatch": DispatchRule}}}``: per (dtype, layout) of the training domain, the candidate space
-    the shortlists index (refused at load if ``tilecost.space`` now builds another), the shortlist
-    grid, and the run-time dispatch rule of :mod:`tilecost.predict.dispatch`.
+    ``{"format": 2, "groups": {"bf16-nt": {"space_size", "space_sha256", "grid": GridSpec,
+    "validation": {...}, "dispatch": DispatchRule}}, "ood": {"rules": [...], "calibration": {...}}}``:
+    per (dtype, layout) of the training domain, the candidate space the shortlists index (refused at
+    load if ``tilecost.space`` now builds another), the shortlist grid, how often the lists held the
+    full model's best on shapes they were not built from (``validation``: shapes, ``containment``
+    per prefix width, ``default_width``: the width the predictor scores by default), and the run-time
+    dispatch rule of :mod:`tilecost.predict.dispatch`; then the model-side out-of-distribution rules
+    of :mod:`tilecost.predict.ood`, fitted on the held-out problems whose fractions ``metadata.ood``
+    carries (none without them).
 ``shortlists.npz``
     per group, ``<group>.table`` and ``<group>.lists`` of :class:`~.shortlist.ShortlistTable`
     (plain integer arrays; read with ``allow_pickle=False``).
 
-Building the shortlists scores every candidate (~2,000) of every sample shape (~40,000 over the
-first H200 domain with the defaults) with the full model: the numpy evaluator takes ~12 µs per row
-for 300 trees of depth 8 (hours in all); pass ``scorer=booster.inplace_predict`` (one thread:
-~4 µs a row for 300×8, ~1.4 µs for 100 trees of depth 6; two threads were slower on these
-batches), checked against the numpy evaluation of ``model_json`` before use. Tests should pass a
-coarse grid (``step_log2=8, top_n=4, interior_samples=0``), which builds in a second or two.
+Cost: the lists rank every candidate of ``samples`` sample shapes with the full model (plus
+``validation`` more), ~860 rows a shape on the H200 bf16 space. Pass
+``scorer=booster.inplace_predict``: 2-4 µs a row for 300 trees of depth 8 in large batches, where
+the numpy evaluator takes ~7 µs; it is checked against the numpy evaluation of ``model_json`` first,
+and called from ``workers`` threads at once (default: one per CPU; XGBoost predicts thread-safely
+and releases the GIL). With the defaults an export takes ~3 minutes on this 2-core machine. Tests
+should pass ``samples=64, validation=16`` or so.
 """
 
 from __future__ import annotations
@@ -37,16 +43,20 @@ from tilecost.problem import Problem
 
 from .artifact import ArtifactMetadata
 from .dispatch import fit_dispatch
-from .ood import OODChecker
+from .ood import OODChecker, answer_signals, fit_flag_rules
 from .scoring import GroupScorer, Scorer
-from .shortlist import GridSpec, build_shortlists, space_digest
+from .shortlist import GridSpec, ShortlistTable, build_shortlists, containment, sample_shapes, space_digest
 from .trees import TreeEnsemble
 
-__all__ = ["PREDICTOR_FILE", "PREDICTOR_FORMAT", "SHORTLISTS_FILE", "prepare_artifact_files"]
+__all__ = ["PREDICTOR_FILE", "PREDICTOR_FORMAT", "SHORTLISTS_FILE", "VALIDATION_WIDTHS", "prepare_artifact_files"]
 
 PREDICTOR_FILE = "predictor.json"
 SHORTLISTS_FILE = "shortlists.npz"
-PREDICTOR_FORMAT = 1
+PREDICTOR_FORMAT = 2
+# Prefix widths whose containment the export measures.
+VALIDATION_WIDTHS = (4, 8, 12, 16, 24, 32, 48, 64)
+_MIN_GROUP_SAMPLES = 4_000
+_MIN_GROUP_VALIDATION = 500
 
 
 def prepare_artifact_files(
@@ -56,26 +66,35 @@ def prepare_artifact_files(
     scorer: Scorer | None = None,
     step_log2: float = 1.0,
     margin_log2: float = 0.5,
-    top_n: int = 8,
-    interior_samples: int = 4,
-    radius_log2: float = 1.5,
+    samples: int = 48_000,
+    top_n: int = 4,
+    list_width: int = 64,
+    default_width: int = 24,
+    validation: int = 2_000,
     seed: int = 0,
+    workers: int | None = None,
 ) -> dict[str, bytes]:
     """Files the predictor needs besides the booster, by name, for ``save_artifact``'s ``extra_files``.
 
     A deterministic function of its arguments (seeded sampling, no dataset access). The shortlists
     cover each (dtype, layout) of ``metadata.domain``'s training problems (``training_domain``) over
     their log2 range plus ``margin_log2`` octaves; see :mod:`tilecost.predict.shortlist` for
-    ``step_log2``, ``top_n``, ``interior_samples`` and ``radius_log2`` (cells farther than that from
-    every training problem are not built: they borrow the nearest built cell's lists). Raises
-    ``ArtifactError`` when the model does not evaluate (unsupported booster, feature list or schema
-    not this tilecost's).
+    ``step_log2``, ``top_n`` and ``list_width``. ``samples`` and ``validation`` are totals over the
+    groups, split in proportion to their training problems (at least 4,000 and 500 a group), so that
+    the export's time stays about the same as dtypes and layouts are added, while each group's lists
+    get fewer samples: on the first H200 model (one group), 24,000 samples instead of 48,000 lowered
+    containment at width 16 from 0.80 to 0.73. A group with few training problems has most of its
+    shapes flagged out of distribution anyway.
+    ``default_width`` is how many members of a list the predictor scores unless told otherwise;
+    ``validation`` shapes, drawn apart from the samples, measure how often a list holds the full
+    model's best. Raises ``ArtifactError`` when the model does not evaluate (unsupported booster,
+    feature list or schema not this tilecost's).
     """
     if tuple(metadata.feature_names) != FEATURE_NAMES or metadata.feature_schema_version != FEATURE_SCHEMA_VERSION:
         raise ArtifactError("metadata's feature list or feature schema version is not this tilecost's")
     ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
     device = load_device(metadata.device_class)
-    domain = OODChecker.from_metadata(metadata.domain, {})
+    domain = OODChecker.from_metadata(metadata.domain, metadata.ood)
     groups: dict[str, list[Problem]] = {}
     for key in metadata.domain.get("problems", ()):
         problem = Problem.from_key(key)
@@ -83,30 +102,71 @@ def prepare_artifact_files(
     if not groups:
         raise ArtifactError("metadata.domain lists no training problems; build it with training_domain()")
     score = ensemble.predict if scorer is None else _checked(scorer, ensemble, device, groups)
+    heldout = {Problem.from_key(k): float(f) for k, f in metadata.ood.get("heldout_top1", {}).items()}
     described: dict[str, Any] = {}
     arrays: dict[str, np.ndarray] = {}
+    calibration: list[tuple[Problem, dict[str, float], bool]] = []  # (problem, signals, already flagged)
+    total_problems = sum(len(problems) for problems in groups.values())
     for name, problems in sorted(groups.items()):
         first = problems[0]
+        share = len(problems) / total_problems  # samples follow the training problems
+        group_samples = max(round(samples * share), min(samples, _MIN_GROUP_SAMPLES))
+        group_validation = max(round(validation * share), min(validation, _MIN_GROUP_VALIDATION))
         group = GroupScorer.build(device, first.dtype, first.layout, metadata.target, score)
         spec = GridSpec.covering(
             domain.log2_min[name].tolist(), domain.log2_max[name].tolist(), step_log2=step_log2,
-            margin_log2=margin_log2, top_n=top_n, interior_samples=interior_samples, seed=seed,
-            radius_log2=radius_log2,
+            margin_log2=margin_log2, top_n=top_n, samples=group_samples, list_width=list_width, seed=seed,
         )  # fmt: skip
         points = np.log2(np.array([[p.m, p.n, p.k] for p in problems], dtype=np.float64))
-        table = build_shortlists(spec, first.dtype, first.layout, lambda p: group.ranked(p)[0], points)  # noqa: B023
+        shapes = sample_shapes(spec, points, group_samples, seed)
+        tops = group.top_configs(_problems(shapes, first), top_n, workers=workers)
+        table = build_shortlists(spec, shapes, tops)
+        checks = sample_shapes(spec, points, group_validation, seed + 1)
+        best = group.top_configs(_problems(checks, first), 1, workers=workers)[:, 0]
+        contained = containment(table, checks, best, [w for w in VALIDATION_WIDTHS if w <= list_width])
         rule = fit_dispatch(group, problems)
         described[name] = {
             "space_size": len(group.space),
             "space_sha256": space_digest(group.space),
             "grid": spec.to_dict(),
+            "validation": {"shapes": len(checks), "default_width": min(default_width, list_width),
+                           "containment": {str(w): round(c, 4) for w, c in contained.items()}},
             "dispatch": rule.to_dict(),
-        }
+        }  # fmt: skip
         arrays[f"{name}.table"], arrays[f"{name}.lists"] = table.table, table.lists
+        for problem in heldout:
+            if (problem.dtype, problem.layout) == (first.dtype, first.layout):
+                calibration.append(_calibration_row(problem, group, table, min(default_width, list_width), domain))
+    header: dict[str, Any] = {"format": PREDICTOR_FORMAT, "groups": described}
+    if calibration:
+        good_fraction = float(metadata.ood.get("good_top1_fraction", 0.90))
+        rules, stats = fit_flag_rules(
+            [signals for _, signals, _ in calibration], [heldout[p] < good_fraction for p, _, _ in calibration],
+            [already for _, _, already in calibration],
+            max_good_flagged=float(metadata.ood.get("max_good_flagged", 0.10)),
+        )  # fmt: skip
+        header["ood"] = {"rules": [r.to_dict() for r in rules], "calibration": stats}
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types the kwargs as allow_pickle
-    header = {"format": PREDICTOR_FORMAT, "groups": described}
     return {PREDICTOR_FILE: json.dumps(header, indent=1, sort_keys=True).encode(), SHORTLISTS_FILE: buffer.getvalue()}
+
+
+def _problems(shapes: np.ndarray, like: Problem) -> list[Problem]:
+    return [Problem(int(m), int(n), int(k), like.dtype, like.layout) for m, n, k in shapes]
+
+
+def _calibration_row(
+    problem: Problem, group: GroupScorer, table: ShortlistTable, width: int, domain: OODChecker
+) -> tuple[Problem, dict[str, float], bool]:
+    """A held-out problem's signals as the predictor computes them (its list's first ``width``
+    members scored), and whether the distance or range rules flag it already."""
+    members = group.subset(table.members(table.list_id(problem), width))
+    _, times = group.ranked(problem, members)
+    if not len(times):
+        _, times = group.ranked(problem)
+    verdict = domain.verdict(problem)
+    second = float(times[1]) if len(times) > 1 else None
+    return problem, answer_signals(problem, float(times[0]), second, verdict.neighbour_distance_log2), bool(verdict)
 
 
 def _checked(scorer: Scorer, ensemble: TreeEnsemble, device: Any, groups: Mapping[str, list[Problem]]) -> Scorer:

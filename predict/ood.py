@@ -11,14 +11,36 @@ way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instea
   (:data:`DEFAULT_SPARSE_DISTANCE_LOG2` when none is stored);
 * ``UNSEEN_DTYPE``, ``UNSEEN_LAYOUT``: no training problem had that dtype or layout;
 * ``DEVICE_MISMATCH``, ``TRITON_VERSION_MISMATCH``: the predictor was asked about another device
-  class, or runs next to another Triton release, than the artifact's measurements came from.
+  class, or runs next to another Triton release, than the artifact's measurements came from;
+* ``MODEL_UNCERTAIN``: a model-side rule (:class:`FlagRule`) fired. A rule compares one *signal* of
+  the answer with a threshold; the signals (:data:`SIGNALS`) are computed from the scores the
+  predictor has already made (no extra model evaluation):
+
+  - ``log2_predicted_us``: log2 of the chosen configuration's predicted time;
+  - ``log2_top2_gap``: log2 of the second-best predicted time over the best (small: a near tie,
+    whose order the model's ~0.3 log-RMSE cannot settle; large: one configuration stands out);
+  - ``log2_flop_per_byte``: the problem's arithmetic intensity (compute-bound shapes above ~8);
+  - ``neighbour_distance_log2``: as above.
+
+  The rules are fitted at export by :func:`fit_flag_rules` on the held-out problems: a held-out
+  problem is *bad* when the measured time of the model's choice (the choice of scoring every
+  candidate, as training evaluates it) is more than 1/0.90 of the best measured (``calibrate_ood``
+  stores each one's fraction; export computes its signals through the predictor's own shortlist),
+  and rules are added greedily, each catching the most bad problems not yet flagged, while the rules
+  together flag at most ``max_good_flagged`` of the good problems that the shape-side rules leave
+  unflagged (those rules are not negotiable: a shape outside the training range is always flagged,
+  so they get no share of the budget). They
+  travel in ``predictor.json`` (``"ood": {"rules": [...], "calibration": {...}}``, checksummed in
+  ``metadata.json`` like every artifact file); the distance threshold stays in ``metadata.ood``.
 
 The training domain travels in ``metadata.domain`` in the form :func:`training_domain` writes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,10 +55,14 @@ from tilecost.problem import DType, Layout, Problem
 __all__ = [
     "DEFAULT_NEIGHBOURS",
     "DEFAULT_SPARSE_DISTANCE_LOG2",
+    "SIGNALS",
+    "FlagRule",
     "OODChecker",
     "OODReason",
     "OODVerdict",
+    "answer_signals",
     "calibrate_ood",
+    "fit_flag_rules",
     "training_domain",
 ]
 
@@ -56,6 +82,54 @@ class OODReason(enum.Enum):
     UNSEEN_LAYOUT = "unseen_layout"
     DEVICE_MISMATCH = "device_mismatch"
     TRITON_VERSION_MISMATCH = "triton_version_mismatch"
+    MODEL_UNCERTAIN = "model_uncertain"
+
+
+SIGNALS = ("log2_predicted_us", "log2_top2_gap", "log2_flop_per_byte", "neighbour_distance_log2")
+# log2_top2_gap where a problem has a single candidate: nothing to confuse it with.
+_SINGLE_CANDIDATE_GAP_LOG2 = 10.0
+
+
+def answer_signals(problem: Problem, best_us: float, second_us: float | None, distance_log2: float) -> dict[str, float]:
+    """The :data:`SIGNALS` of one answer: its best and second-best predicted µs (None: only one
+    candidate) and the problem's distance to its nearest training problems."""
+    intensity = problem.flops / problem.min_bytes
+    gap = _SINGLE_CANDIDATE_GAP_LOG2 if second_us is None else math.log2(second_us / best_us)
+    return {
+        "log2_predicted_us": math.log2(best_us),
+        "log2_top2_gap": gap,
+        "log2_flop_per_byte": math.log2(intensity),
+        "neighbour_distance_log2": distance_log2,
+    }
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """Flag an answer when ``signal`` is above (``above``) or below ``threshold``."""
+
+    signal: str
+    above: bool
+    threshold: float
+
+    def __post_init__(self) -> None:
+        if self.signal not in SIGNALS:
+            raise ValueError(f"signal={self.signal!r} is not one of {SIGNALS}")
+        if not math.isfinite(self.threshold):
+            raise ValueError(f"threshold={self.threshold!r} must be finite")
+
+    def fires(self, signals: Mapping[str, float]) -> bool:
+        value = signals[self.signal]
+        return value > self.threshold if self.above else value < self.threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"signal": self.signal, "above": self.above, "threshold": self.threshold}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FlagRule:
+        return cls(str(data["signal"]), bool(data["above"]), float(data["threshold"]))
+
+    def describe(self) -> str:
+        return f"{self.signal} {'>' if self.above else '<'} {self.threshold:.4g}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +142,13 @@ class OODVerdict:
 
     def __bool__(self) -> bool:
         return bool(self.reasons)
+
+    def with_reason(self, reason: OODReason) -> OODVerdict:
+        """This verdict with one more reason (in the enum's order)."""
+        if reason in self.reasons:
+            return self
+        reasons = tuple(sorted({*self.reasons, reason}, key=_REASON_ORDER.index))
+        return OODVerdict(reasons, self.neighbour_distance_log2)
 
 
 def _group(dtype: DType, layout: Layout) -> str:
@@ -118,6 +199,21 @@ class OODChecker:
     sparse_distance_log2: float
     neighbours: int
     static_reasons: tuple[OODReason, ...] = ()  # device or Triton mismatch, the same for every query
+    rules: tuple[FlagRule, ...] = ()  # model-side rules (predictor.json's "ood")
+
+    def with_rules(self, rules: Sequence[FlagRule]) -> OODChecker:
+        """This checker with model-side rules."""
+        return dataclasses.replace(self, rules=tuple(rules))
+
+    def judge(self, problem: Problem, verdict: OODVerdict, best_us: float, second_us: float | None) -> OODVerdict:
+        """``verdict`` (from :meth:`verdict`), with ``MODEL_UNCERTAIN`` added if a rule fires on the
+        answer's signals (:func:`answer_signals`)."""
+        if not self.rules:
+            return verdict
+        signals = answer_signals(problem, best_us, second_us, verdict.neighbour_distance_log2)
+        if any(rule.fires(signals) for rule in self.rules):
+            return verdict.with_reason(OODReason.MODEL_UNCERTAIN)
+        return verdict
 
     @classmethod
     def from_metadata(
@@ -190,8 +286,10 @@ def calibrate_ood(
     A problem is *bad* below ``good_fraction``. The sparse-neighbourhood threshold is the one that
     catches the most bad problems (together with the range rule) while flagging at most
     ``max_good_flagged`` of the good ones; among thresholds catching as many, the largest.
-    Returns ``{"sparse_distance_log2", "neighbours", "good_top1_fraction", "calibration": {...counts
-    and rates...}}``; train stores it as ``metadata.ood`` (the predictor reads the first two keys).
+    Returns ``{"sparse_distance_log2", "neighbours", "good_top1_fraction", "max_good_flagged",
+    "heldout_top1": {problem key: fraction}, "calibration": {...counts and rates...}}``; train stores
+    it as ``metadata.ood`` (the predictor reads the first two keys; export fits the model-side rules
+    on ``heldout_top1``).
     """
     if len(heldout) != len(top1_fraction):
         raise ValueError(f"{len(heldout)} held-out problems but {len(top1_fraction)} top-1 fractions")
@@ -222,6 +320,9 @@ def calibrate_ood(
         "sparse_distance_log2": threshold if math.isfinite(threshold) else 1e9,
         "neighbours": neighbours,
         "good_top1_fraction": good_fraction,
+        "max_good_flagged": max_good_flagged,
+        # each held-out problem's fraction, for export to fit the model-side rules on (fit_flag_rules)
+        "heldout_top1": {p.key: round(float(f), 6) for p, f in zip(heldout, fractions, strict=True)},
         "calibration": {
             "heldout_problems": len(heldout),
             "bad_problems": int(bad.sum()),
@@ -230,3 +331,61 @@ def calibrate_ood(
             "good_flagged_rate": good_rate,
         },
     }
+
+
+def fit_flag_rules(
+    signals: Sequence[Mapping[str, float]],
+    bad: Sequence[bool],
+    already: Sequence[bool],
+    *,
+    max_good_flagged: float = 0.10,
+    max_rules: int = 2,
+) -> tuple[tuple[FlagRule, ...], dict[str, Any]]:
+    """Model-side rules for a calibration set, and how they separate it (module docstring).
+
+    ``signals[i]`` holds problem i's :data:`SIGNALS`; ``bad[i]`` whether its choice was bad;
+    ``already[i]`` whether the distance and range rules flag it anyway. Greedy: each round adds the
+    (signal, direction, threshold) that newly catches the most bad problems while the rules together
+    flag at most ``max_good_flagged`` of the good problems not ``already`` flagged; thresholds lie
+    halfway between neighbouring observed values. Stops after ``max_rules`` rules or when no rule
+    catches more. Returns the rules and ``{"problems", "bad_problems", "bad_caught", "catch_rate",
+    "good_flagged_rate", "good_flagged_by_rules_rate", "rules": [text]}`` (the rates over all good
+    problems, and over those the shape-side rules left unflagged).
+    """
+    bad_array, flagged = np.asarray(bad, dtype=bool), np.asarray(already, dtype=bool).copy()
+    if not (len(signals) == len(bad_array) == len(flagged)):
+        raise ValueError(f"{len(signals)} signal rows, {len(bad_array)} bad flags, {len(flagged)} already-flagged")
+    open_good = ~bad_array & ~flagged  # good problems the shape-side rules leave alone
+    good_budget = math.floor(max_good_flagged * int(open_good.sum()) + 1e-9)
+    rules: list[FlagRule] = []
+    for _ in range(max_rules):
+        best: tuple[int, int, FlagRule, NDArray[np.bool_]] | None = None  # (caught, -good, rule, fires)
+        for name in SIGNALS:
+            values = np.array([row[name] for row in signals], dtype=np.float64)
+            distinct = np.unique(values[np.isfinite(values)])
+            cuts = (distinct[1:] + distinct[:-1]) / 2
+            for threshold, above in itertools.product(cuts.tolist(), (True, False)):
+                fires = values > threshold if above else values < threshold
+                union = flagged | fires
+                if int((union & open_good).sum()) > good_budget:
+                    continue
+                caught = int((union & bad_array).sum()) - int((flagged & bad_array).sum())
+                key = (caught, -int((union & open_good).sum()))
+                if caught > 0 and (best is None or key > best[:2]):
+                    best = (*key, FlagRule(name, above, round(threshold, 6)), fires)
+        if best is None:
+            break
+        rules.append(best[2])
+        flagged |= best[3]
+    bad_count = int(bad_array.sum())
+    good_count = int((~bad_array).sum())
+    stats = {
+        "problems": len(bad_array),
+        "bad_problems": bad_count,
+        "bad_caught": int((flagged & bad_array).sum()),
+        "catch_rate": float((flagged & bad_array).sum() / bad_count) if bad_count else 1.0,
+        "good_flagged_rate": float((flagged & ~bad_array).sum() / good_count) if good_count else 0.0,
+        "good_flagged_by_rules_rate": float((flagged & open_good).sum() / open_good.sum()) if open_good.any() else 0.0,
+        "rules": [rule.describe() for rule in rules],
+    }
+    return tuple(rules), stats

@@ -10,10 +10,16 @@ A query, in order:
 1. a repeated shape is answered from an LRU cache (the same frozen :class:`Prediction`);
 2. a shape the artifact's ``measured.json`` holds is answered with its measured best
    (``source=Source.MEASURED``), so tilecost doubles as the tuning database;
-3. otherwise the shape's shortlist (:mod:`tilecost.predict.shortlist`) is masked to the feasible
-   candidates (:mod:`tilecost.predict.feasibility`), scored with the full model
-   (:mod:`tilecost.predict.scoring`) and the fastest is returned with its out-of-distribution
-   verdict (:mod:`tilecost.predict.ood`). Without shortlists in the artifact, every candidate is scored.
+3. otherwise the first ``shortlist_width`` members of the shape's shortlist
+   (:mod:`tilecost.predict.shortlist`) are masked to the feasible candidates
+   (:mod:`tilecost.predict.feasibility`), scored with the full model (:mod:`tilecost.predict.scoring`)
+   and the fastest is returned with its out-of-distribution verdict (:mod:`tilecost.predict.ood`:
+   the shape's distance and range, then the model-side rules on the scores just made). Without
+   shortlists in the artifact, every candidate is scored.
+
+A flagged model answer is appended to the query log when one is configured (``query_log=`` or the
+``TILECOST_QUERY_LOG`` environment variable; :mod:`tilecost.predict.querylog`), so that a nightly job
+can measure the shapes the model was unsure about.
 
 Device and Triton version. A predictor asked about another device class than the artifact's, or
 running next to another Triton release (read from the installed distribution's metadata, without
@@ -31,6 +37,7 @@ import io
 import json
 import math
 import numbers
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -50,7 +57,8 @@ from tilecost.problem import MAX_DIM, DType, Layout, Problem
 from .artifact import MODEL_FILE, ArtifactMetadata, load_artifact
 from .dispatch import DispatchRule
 from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
-from .ood import OODChecker, OODReason, OODVerdict
+from .ood import FlagRule, OODChecker, OODReason, OODVerdict
+from .querylog import QUERY_LOG_ENV, QueryLog
 from .scoring import CandidateSet, GroupScorer
 from .shortlist import GridSpec, ShortlistTable, space_digest
 from .trees import TreeEnsemble
@@ -144,6 +152,7 @@ class _Group:
 
     scorer: GroupScorer
     shortlist: ShortlistTable | None
+    width: int | None  # members of a list scored (None: all)
     subsets: OrderedDict[int, CandidateSet]
     lock: threading.Lock
 
@@ -154,7 +163,7 @@ class _Group:
         list_id = self.shortlist.list_id(problem)
         subset = self.subsets.get(list_id)
         if subset is None:
-            subset = self.scorer.subset(self.shortlist.members(list_id))
+            subset = self.scorer.subset(self.shortlist.members(list_id, self.width))
             with self.lock:
                 self.subsets[list_id] = subset
                 if len(self.subsets) > _SUBSETS_KEPT:
@@ -175,6 +184,9 @@ class Predictor:
         groups: Mapping[str, Mapping[str, Any]],
         shortlists: Mapping[str, ShortlistTable],
         cache_size: int = 4096,
+        *,
+        shortlist_width: int | None = None,
+        query_log: str | Path | QueryLog | None = None,
     ) -> None:
         self.metadata = metadata
         self.ensemble = ensemble
@@ -184,6 +196,10 @@ class Predictor:
         self._group_specs = groups
         self._shortlists = shortlists
         self._cache_size = cache_size
+        self.shortlist_width = shortlist_width
+        if query_log is None:
+            query_log = os.environ.get(QUERY_LOG_ENV) or None
+        self.query_log = query_log if query_log is None or isinstance(query_log, QueryLog) else QueryLog(query_log)
         self._cache: OrderedDict[Any, Prediction] = OrderedDict()
         self._groups: dict[tuple[DType, Layout], _Group] = {}
         self._lock = threading.Lock()
@@ -198,10 +214,17 @@ class Predictor:
         strict: bool = False,
         triton_version: str | None = _DETECT,
         cache_size: int = 4096,
+        shortlist_width: int | None = None,
+        query_log: str | Path | QueryLog | None = None,
     ) -> Predictor:
         """Load an artifact: a device class with a shipped model (``"h200"``) or an artifact directory.
 
         ``device``: the device the answers are for (default: the artifact's device class).
+        ``shortlist_width``: how many members of a shape's shortlist to score (default: the width the
+        artifact recommends, ``validation.default_width`` in ``predictor.json``); more is slower and
+        agrees more often with scoring every candidate (the export's ``validation.containment``).
+        ``query_log``: a path (or :class:`QueryLog`) to append flagged model answers to (default: the
+        ``TILECOST_QUERY_LOG`` environment variable; unset: no log).
         ``triton_version``: the Triton release kernels will run with (default: the installed one,
         ``None`` when unknown). A mismatch of either flags every verdict, or with ``strict=True``
         raises :class:`~tilecost.errors.ArtifactError`, as do corrupted or mismatched artifacts.
@@ -218,10 +241,13 @@ class Predictor:
                 f"{directory}: artifact is for {metadata.device_class} with Triton {metadata.triton_version}; "
                 f"asked for {spec.device_class} with Triton {triton_version} ({', '.join(r.value for r in static)})"
             )
-        ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static)
         measured = _read_measured(blobs.get(MEASURED_FILE))
-        groups, shortlists = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
-        return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size)
+        groups, shortlists, rules = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
+        ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules)
+        if shortlist_width is not None and (isinstance(shortlist_width, bool) or shortlist_width < 1):
+            raise ValueError(f"shortlist_width={shortlist_width!r} is not allowed; use an int >= 1 or None")
+        return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,
+                   shortlist_width=shortlist_width, query_log=query_log)  # fmt: skip
 
     def _group(self, dtype: DType, layout: Layout) -> _Group:
         group = self._groups.get((dtype, layout))
@@ -243,7 +269,10 @@ class Predictor:
                     f"index ({spec.get('space_size')} configs then, {len(scorer.space)} now); re-export the artifact"
                 )
             shortlist.check_space(len(scorer.space))
-        return _Group(scorer, shortlist, OrderedDict(), threading.Lock())
+        width = self.shortlist_width
+        if width is None and shortlist is not None:
+            width = self._group_specs[name].get("validation", {}).get("default_width")
+        return _Group(scorer, shortlist, width, OrderedDict(), threading.Lock())
 
     # ----------------------------------------------------------------------------------- queries
     def predict_best(
@@ -295,13 +324,13 @@ class Predictor:
         indices, times = group.scorer.ranked(problem, candidates)
         if len(indices) < k and candidates is not group.scorer.everything:
             indices, times = group.scorer.ranked(problem)
-        verdict = self.ood.verdict(problem)
+        verdict = self.predict_best(problem, measured=False).ood  # the model's verdict, as predict_best gives it
         space = group.scorer.space
         out = [
             Prediction(problem, space[i], float(t), Source.MODEL, verdict)
             for i, t in zip(indices[:k], times[:k], strict=True)
         ]
-        best = self._measured(problem, verdict) if measured else None
+        best = self._measured(problem, self.ood.verdict(problem)) if measured else None
         if best is not None:
             out = [best, *(p for p in out if p.config != best.config)][:k]
         return tuple(out)
@@ -329,8 +358,13 @@ class Predictor:
         indices, times = group.scorer.times_us(problem, group.candidates(problem))
         if not len(indices):  # a shape clipped into an edge cell may find no feasible member there
             indices, times = group.scorer.times_us(problem, group.scorer.everything)
-        best = int(np.argmin(times))
-        return Prediction(problem, group.scorer.space[indices[best]], float(times[best]), Source.MODEL, verdict)
+        best = int(np.argmin(times))  # ties: the first in space order
+        second_us = float(np.partition(times, 1)[1]) if len(times) > 1 else None
+        verdict = self.ood.judge(problem, verdict, float(times[best]), second_us)
+        answer = Prediction(problem, group.scorer.space[indices[best]], float(times[best]), Source.MODEL, verdict)
+        if verdict and self.query_log is not None:
+            self.query_log.record(problem, verdict)
+        return answer
 
     def _measured(self, problem: Problem, verdict: OODVerdict) -> Prediction | None:
         entry = self.measured.get(problem.key)
@@ -417,14 +451,15 @@ def _read_measured(blob: bytes | None) -> dict[str, Mapping[str, Any]]:
 
 def _read_shortlists(
     header: bytes | None, arrays: bytes | None
-) -> tuple[dict[str, Mapping[str, Any]], dict[str, ShortlistTable]]:
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, ShortlistTable], tuple[FlagRule, ...]]:
     if header is None:
-        return {}, {}
+        return {}, {}, ()
     try:
         described = json.loads(header)
         if described.get("format") != PREDICTOR_FORMAT:
             raise ArtifactError(
-                f"{PREDICTOR_FILE} format {described.get('format')!r}; this tilecost reads {PREDICTOR_FORMAT}"
+                f"{PREDICTOR_FILE} format {described.get('format')!r}; this tilecost reads {PREDICTOR_FORMAT} "
+                "(re-export the artifact)"
             )
         groups = described["groups"]
         tables = {}
@@ -433,9 +468,10 @@ def _read_shortlists(
                 for name, spec in groups.items():
                     grid = GridSpec.from_dict(spec["grid"])
                     tables[name] = ShortlistTable(grid, npz[f"{name}.table"], npz[f"{name}.lists"])
+        rules = tuple(FlagRule.from_dict(rule) for rule in described.get("ood", {}).get("rules", ()))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{PREDICTOR_FILE} or {SHORTLISTS_FILE} is malformed: {exc!r}") from exc
-    return groups, tables
+    return groups, tables, rules
 
 
 @functools.cache

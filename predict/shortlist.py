@@ -9,14 +9,23 @@ outside is looked up in the nearest cell (it is flagged out of distribution anyw
 8 *variants*, one per combination of "M, N, K a multiple of 16 or not", because alignment changes
 which configurations are fast (tensor descriptors, vectorised loads: FACTS.md).
 
-Contents. The list of a (cell, variant) is the union of the full model's top ``top_n`` over sample
-shapes of that variant: the cell's 8 corners and ``interior_samples`` interior points (seeded random
-extents, or along an axis whose cell holds at most ``interior_samples`` extents of the class, all of
-them in turn).
-Corners alone miss too much: for a model trained on the first H200 dataset (300 trees of depth 8),
-the best configuration changed under a change of 3% in each dimension for 1 random shape in 4 (tile
-counts against the 132 SMs), so interior points are what make the list hold the best configuration
-of a shape inside the cell; benchmarks/predict_latency.py measures how often it does.
+Contents, from sample shapes (:func:`sample_shapes`): ``samples`` shapes drawn half log-uniformly
+over the grid and half around the training problems (a normal of ``near_sigma_log2`` octaves), each
+extent a multiple of 16 or not with even odds, and each ranked with the full model over every
+candidate (``top_n`` best kept). A configuration's weight in a (cell, variant) is the sum over the
+samples of that variant in the cell of ``2**-rank``, times 8, plus the same sum over the samples in
+the 26 neighbouring cells: the cell's own winners first, its neighbours' to fill. The list holds the
+``list_width`` configurations of largest weight, in that order, so that a predictor may score only
+a prefix of it (:meth:`ShortlistTable.members`). A (cell, variant) with no sample in reach takes the
+list of the nearest cell of that variant that has one.
+
+Why this way (measured on the first H200 model, 300 trees of depth 8): the full model's best
+configuration is a nervous function of the shape: the predicted gap between its best and second
+best is under 2% for half of the shapes, 1,609 distinct configurations were the best of 20,000 random
+shapes, and one 1-octave cell of one alignment variant holds 22-80 distinct winners. A list of the
+frequent winners of many samples contains a new shape's best far more often, per member, than the
+top-8 of the cell's corners did. The export records how often, on shapes it did not sample
+(``validation`` in ``predictor.json``), for several prefix widths.
 
 Lists are stored once each (``lists``, padded with -1) and referenced from ``table[i, j, l, v]``;
 entries are indices into :func:`tilecost.space.config_space` of the group, whose digest the
@@ -26,8 +35,9 @@ artifact records so that a changed space is refused rather than misread.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,11 +46,15 @@ from numpy.typing import NDArray
 
 from tilecost.config import TileConfig
 from tilecost.errors import ArtifactError
-from tilecost.problem import MAX_DIM, DType, Layout, Problem
+from tilecost.problem import MAX_DIM, Problem
 
-__all__ = ["GridSpec", "ShortlistTable", "build_shortlists", "space_digest"]
+__all__ = ["GridSpec", "ShortlistTable", "build_shortlists", "containment", "sample_shapes", "space_digest"]
 
 _MAX_LOG2 = math.log2(MAX_DIM)
+# A sample counts this many times more in its own cell than in a neighbouring one.
+_OWN_CELL_WEIGHT = 8.0
+# The 27 offsets of a cell's neighbourhood, its own first.
+_NEIGHBOURHOOD = sorted(itertools.product((-1, 0, 1), repeat=3), key=lambda o: o != (0, 0, 0))
 
 
 def space_digest(space: Sequence[TileConfig]) -> str:
@@ -56,13 +70,16 @@ class GridSpec:
     step_log2: float
     shape: tuple[int, int, int]
     top_n: int
-    interior_samples: int
+    samples: int
+    list_width: int
     seed: int
-    radius_log2: float = math.inf  # cells farther from every training problem borrow the nearest built cell's lists
+    near_sigma_log2: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.step_log2 > 0 or min(self.shape) < 1 or self.top_n < 1 or self.interior_samples < 0:
-            raise ValueError(f"grid spec {self} needs step_log2 > 0, shape >= 1, top_n >= 1, interior_samples >= 0")
+        if not self.step_log2 > 0 or min(self.shape) < 1 or self.top_n < 1 or self.samples < 1 or self.list_width < 1:
+            raise ValueError(
+                f"grid spec {self} needs step_log2 > 0, shape >= 1, top_n >= 1, samples >= 1, list_width >= 1"
+            )
         object.__setattr__(self, "origin_log2", tuple(float(x) for x in self.origin_log2))
         object.__setattr__(self, "shape", tuple(int(x) for x in self.shape))
 
@@ -75,9 +92,10 @@ class GridSpec:
         step_log2: float,
         margin_log2: float,
         top_n: int,
-        interior_samples: int,
+        samples: int,
+        list_width: int,
         seed: int,
-        radius_log2: float = math.inf,
+        near_sigma_log2: float = 1.0,
     ) -> GridSpec:
         """The grid covering [min - margin, max + margin] per axis (clipped to 1..2**31 - 1)."""
         origin, shape = [], []
@@ -86,7 +104,20 @@ class GridSpec:
             stop = min(_MAX_LOG2, high + margin_log2)
             origin.append(start)
             shape.append(max(1, math.ceil((stop - start) / step_log2)))
-        return cls(tuple(origin), step_log2, tuple(shape), top_n, interior_samples, seed, radius_log2)  # type: ignore[arg-type]
+        return cls(tuple(origin), step_log2, tuple(shape), top_n, samples, list_width, seed, near_sigma_log2)  # type: ignore[arg-type]
+
+    @property
+    def log2_low(self) -> NDArray[np.float64]:
+        return np.array(self.origin_log2)
+
+    @property
+    def log2_high(self) -> NDArray[np.float64]:
+        return np.minimum(np.array(self.origin_log2) + np.array(self.shape) * self.step_log2, _MAX_LOG2)
+
+    def cells(self, shapes: NDArray[np.int64]) -> NDArray[np.intp]:
+        """The (i, j, l) cell of each row of ``shapes`` (m, n, k), nearest cell outside the grid."""
+        index = np.floor((np.log2(shapes) - self.log2_low) / self.step_log2).astype(np.intp)
+        return np.clip(index, 0, np.array(self.shape) - 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,9 +131,15 @@ def _variant(m: int, n: int, k: int) -> int:
     return (m % 16 == 0) | (n % 16 == 0) << 1 | (k % 16 == 0) << 2
 
 
+def _variants(shapes: NDArray[np.int64]) -> NDArray[np.intp]:
+    aligned = (shapes % 16 == 0).astype(np.intp)
+    return aligned[:, 0] | aligned[:, 1] << 1 | aligned[:, 2] << 2
+
+
 @dataclass(frozen=True, eq=False)
 class ShortlistTable:
-    """The lists of one (dtype, layout) group: ``table[i, j, l, variant]`` indexes ``lists``."""
+    """The lists of one (dtype, layout) group: ``table[i, j, l, variant]`` indexes ``lists``, whose
+    rows hold space indices by decreasing weight, padded with -1."""
 
     spec: GridSpec
     table: NDArray[np.int32]
@@ -123,119 +160,124 @@ class ShortlistTable:
             cells.append(0 if index < 0 else size - 1 if index >= size else index)
         return int(self.table[cells[0], cells[1], cells[2], _variant(problem.m, problem.n, problem.k)])
 
-    def members(self, list_id: int) -> NDArray[np.intp]:
-        """Space indices of one list, in ascending order."""
+    def members(self, list_id: int, width: int | None = None) -> NDArray[np.intp]:
+        """Space indices of the first ``width`` members of one list (all by default), ascending."""
         row = self.lists[list_id]
-        return row[row >= 0].astype(np.intp)
+        row = row[row >= 0][:width]
+        return np.sort(row).astype(np.intp)
 
     def check_space(self, space_size: int) -> None:
         if self.lists.size and self.lists.max() >= space_size:
             raise ArtifactError(f"shortlists refer to config {int(self.lists.max())} of a space of {space_size}")
 
 
-def _class_values(low_log2: float, high_log2: float, aligned: bool, limit: int) -> list[int] | None:
-    """Every extent of the alignment class in the cell [2**low, 2**high) if there are at most
-    ``limit`` of them, else None: small cells (M = 1..15, K = 3..) are sampled exhaustively, because
-    there one step of an extent changes the tile counts the most."""
-    low, high = math.ceil(2.0**low_log2), math.ceil(2.0**high_log2)
-    if high - low > 16 * limit:
-        return None
-    values = [v for v in range(low, high) if (v % 16 == 0) == aligned]
-    return values if len(values) <= limit else None
+def sample_shapes(spec: GridSpec, training_log2: NDArray[np.float64], count: int, seed: int) -> NDArray[np.int64]:
+    """``count`` shapes (rows of m, n, k) for the lists or their validation, deterministic in ``seed``.
 
-
-def _sample_value(low_log2: float, high_log2: float, aligned: bool, rng: np.random.Generator | None) -> int | None:
-    """An extent of the alignment class in the cell [2**low, 2**high): its lower corner when ``rng`` is
-    None, else a random point. ``None`` when no multiple of 16 lies in the cell (aligned class only)."""
-    low, high = 2.0**low_log2, 2.0**high_log2
-    value = low if rng is None else 2.0 ** rng.uniform(low_log2, high_log2)
-    if aligned:
-        first, last = 16 * math.ceil(low / 16), 16 * math.ceil(high / 16) - 16
-        if last < first:
-            return None
-        return int(min(max(16 * round(value / 16), first), last, MAX_DIM - MAX_DIM % 16))
-    value = min(max(1, round(value)), MAX_DIM)
-    if rng is not None and value > 16:  # a random residue, so that 8-aligned extents are sampled too
-        value = value - value % 16 + int(rng.integers(1, 16))
-    elif value % 16 == 0:
-        value += 1
-    return min(value, MAX_DIM)
-
-
-def _cell_centres(spec: GridSpec) -> NDArray[np.float64]:
-    """log2 (m, n, k) of every cell's centre, in ``np.ndindex`` order."""
-    axes = [o + (np.arange(s) + 0.5) * spec.step_log2 for o, s in zip(spec.origin_log2, spec.shape, strict=True)]
-    return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
-
-
-def build_shortlists(
-    spec: GridSpec,
-    dtype: DType,
-    layout: Layout,
-    top_configs: Callable[[Problem], NDArray[np.intp]],
-    training_log2: NDArray[np.float64] | None = None,
-) -> ShortlistTable:
-    """Build a group's lists. ``top_configs(problem)`` returns the space indices of the full model's
-    best ``spec.top_n`` candidates of ``problem``, best first; each distinct sample shape is scored once.
-
-    Only cells whose centre lies within ``spec.radius_log2`` octaves of a training problem
-    (``training_log2``, rows of log2 m, n, k) are built; every other cell takes the lists of the
-    nearest built cell (such shapes are flagged as a sparse neighbourhood anyway), which keeps the
-    export to the region where the model has data.
+    Half log-uniform over the grid, half a training problem's log2 extents plus a normal of
+    ``spec.near_sigma_log2`` octaves per axis (clipped to the grid). Each extent then becomes, with
+    even odds, a *round* number (the nearest ``c · 2**j`` with ``c`` in 1, 3, 5, 7, 9: 768, 3584,
+    4096, 14336, the extents of real layers), a multiple of 16, or a ragged number (a random residue
+    1..15 modulo 16 above 16), so that every alignment variant and the 8-aligned extents are sampled
+    and the shapes people ask about most are sampled exactly: without round numbers, the lists held
+    the full model's best for 11 of the 19 held-out H200 problems at width 24 (with: see
+    docs/BENCHMARKS.md).
     """
-    ranked: dict[Problem, tuple[int, ...]] = {}
+    rng = np.random.default_rng([seed, count])
+    low, high = spec.log2_low, spec.log2_high
+    uniform = count - count // 2 if len(training_log2) else count
+    points = [rng.uniform(low, high, size=(uniform, 3))]
+    if len(training_log2):
+        near = training_log2[rng.integers(0, len(training_log2), count - uniform)]
+        points.append(np.clip(near + rng.normal(0.0, spec.near_sigma_log2, near.shape), low, high))
+    log2 = np.concatenate(points)
+    extents = np.clip(np.rint(np.exp2(log2)), 1, MAX_DIM).astype(np.int64)
+    kind = rng.integers(0, 3, extents.shape)  # 0 round, 1 multiple of 16, 2 ragged
+    residue = rng.integers(1, 16, extents.shape)
+    multiple = np.maximum(16, np.rint(extents / 16).astype(np.int64) * 16)
+    ragged = np.where(extents > 16, extents - extents % 16 + residue, extents)
+    out = np.where(kind == 0, _round(log2), np.where((kind == 1) & (extents >= 16), multiple, ragged))
+    return np.clip(out, 1, MAX_DIM - MAX_DIM % 16)
 
-    def top(problem: Problem) -> tuple[int, ...]:
-        if problem not in ranked:
-            ranked[problem] = tuple(int(i) for i in top_configs(problem)[: spec.top_n])
-        return ranked[problem]
 
-    ids: dict[tuple[int, ...], int] = {}
-    table = np.full((*spec.shape, 8), -1, dtype=np.int32)
-    step = spec.step_log2
-    centres = _cell_centres(spec)
-    if training_log2 is None or not math.isfinite(spec.radius_log2):
-        built = np.ones(len(centres), dtype=bool)
-    else:
-        gaps = np.sqrt(((centres[:, None, :] - training_log2[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
-        built = gaps <= max(spec.radius_log2, gaps.min())  # at least the cell nearest the data
-    for flat, cell in enumerate(np.ndindex(*spec.shape)):
-        if not built[flat]:
-            continue
-        bounds = [(o + c * step, o + (c + 1) * step) for o, c in zip(spec.origin_log2, cell, strict=True)]
-        # An axis whose cell holds no multiple of 16 has only the unaligned class; its aligned
-        # variants are never looked up and share the unaligned list.
-        possible = sum(1 << axis for axis, b in enumerate(bounds) if _sample_value(b[0], b[1], True, None) is not None)
-        for variant in range(8):
-            if variant & ~possible:
-                continue
-            aligned = [bool(variant >> axis & 1) for axis in range(3)]
-            corners = [[_sample_value(b[side], b[side] + step, a, None) for side in (0, 1)]
-                       for b, a in zip(bounds, aligned, strict=True)]  # fmt: skip
-            rng = np.random.default_rng([spec.seed, *cell, variant])
-            axes: list[list[int | None]] = [[] for _ in range(3)]  # per axis: the extent of each sample
-            for axis, (b, a) in enumerate(zip(bounds, aligned, strict=True)):
-                exact = _class_values(b[0], b[1], a, spec.interior_samples)
-                axes[axis] = [exact[i % len(exact)] if exact else _sample_value(b[0], b[1], a, rng)
-                              for i in range(spec.interior_samples)]  # fmt: skip
-            samples = [(m, n, k) for m in corners[0] for n in corners[1] for k in corners[2]]
-            samples += list(zip(*axes, strict=True))
-            members: set[int] = set()
-            for m, n, k in samples:
-                if m is not None and n is not None and k is not None:  # an upper corner may lack a multiple of 16
-                    members.update(top(Problem(m, n, k, dtype, layout)))
-            members_key = tuple(sorted(members))
-            table[cell + (variant,)] = ids.setdefault(members_key, len(ids))
-        for variant in range(8):
-            if variant & ~possible:
-                table[cell + (variant,)] = table[cell + (variant & possible,)]
-    flat_table, sources = table.reshape(-1, 8), centres[built]
-    for start in range(0, len(centres), 256):  # the nearest built cell of each cell, 256 cells at a time
-        block = centres[start : start + 256]
-        nearest = ((block[:, None, :] - sources[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
-        flat_table[start : start + 256] = flat_table[np.flatnonzero(built)[nearest]]
-    width = max((len(key) for key in ids), default=0)
-    lists = np.full((len(ids), width), -1, dtype=np.int32)
-    for key, index in ids.items():
-        lists[index, : len(key)] = key
-    return ShortlistTable(spec, table, lists)
+_ROUND_FACTORS = np.array([1, 3, 5, 7, 9])
+
+
+def _round(log2: NDArray[np.float64]) -> NDArray[np.int64]:
+    """The number ``c · 2**j`` (``c`` in :data:`_ROUND_FACTORS`, ``j >= 0``) nearest each ``2**log2``
+    in log2 distance."""
+    exponents = np.maximum(0, np.rint(log2[..., None] - np.log2(_ROUND_FACTORS)))
+    candidates = _ROUND_FACTORS * np.exp2(exponents)
+    best = np.abs(np.log2(candidates) - log2[..., None]).argmin(axis=-1)
+    return np.take_along_axis(candidates, best[..., None], axis=-1)[..., 0].astype(np.int64)
+
+
+def build_shortlists(spec: GridSpec, shapes: NDArray[np.int64], tops: NDArray[np.intp]) -> ShortlistTable:
+    """A group's lists from sample ``shapes`` (rows of m, n, k) and the full model's best candidates
+    of each (``tops``: rows of space indices, best first, -1 padded; :meth:`GroupScorer.top_configs`).
+    See the module docstring for the weights."""
+    if len(shapes) != len(tops) or not len(shapes):
+        raise ValueError(f"{len(shapes)} shapes and {len(tops)} rankings: give one ranking per shape, at least one")
+    grid = np.array(spec.shape)
+    cells, variants = spec.cells(shapes), _variants(shapes)
+    ranks = np.broadcast_to(np.arange(tops.shape[1]), tops.shape)
+    valid = tops >= 0
+    sample = np.broadcast_to(np.arange(len(tops))[:, None], tops.shape)[valid]
+    config, weight = tops[valid], np.exp2(-ranks[valid].astype(np.float64))
+    space_size = int(config.max()) + 1
+    keys, weights = [], []
+    for offset in _NEIGHBOURHOOD:
+        target = cells[sample] + offset
+        inside = ((target >= 0) & (target < grid)).all(axis=1)
+        flat_cell = np.ravel_multi_index(target[inside].T, spec.shape)
+        keys.append((flat_cell * 8 + variants[sample][inside]) * space_size + config[inside])
+        weights.append(weight[inside] * (_OWN_CELL_WEIGHT if offset == (0, 0, 0) else 1.0))
+    unique, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    total = np.bincount(inverse, weights=np.concatenate(weights))
+    slot, member = np.divmod(unique, space_size)  # slot = flat cell * 8 + variant
+    order = np.lexsort((member, -total, slot))  # per slot: heaviest first, ties to the lower index
+    slot, member = slot[order], member[order]
+    starts = np.flatnonzero(np.r_[True, slot[1:] != slot[:-1]])
+    position = np.arange(len(slot)) - np.repeat(starts, np.diff(np.r_[starts, len(slot)]))
+    keep = position < spec.list_width
+    slot, member, position = slot[keep], member[keep], position[keep]
+    filled = np.unique(slot)
+    rows = np.full((len(filled), spec.list_width), -1, dtype=np.int32)
+    rows[np.searchsorted(filled, slot), position] = member
+    rows, list_of_filled = np.unique(rows, axis=0, return_inverse=True)
+    flat_table = np.full(int(np.prod(grid)) * 8, -1, dtype=np.int32)
+    flat_table[filled] = list_of_filled.ravel()
+    table = flat_table.reshape(-1, 8)
+    _fill_from_nearest(table, spec)
+    return ShortlistTable(spec, table.reshape(*spec.shape, 8), rows)
+
+
+def _fill_from_nearest(table: NDArray[np.int32], spec: GridSpec) -> None:
+    """Give each empty (cell, variant) the list of the nearest filled cell of that variant (of any
+    variant when none has one), in place; ``table`` is (cells, 8)."""
+    axes = [np.arange(s, dtype=np.float64) for s in spec.shape]
+    centres = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+    any_filled = (table >= 0).any(axis=1)
+    for variant in range(8):
+        column = table[:, variant]
+        donors = np.flatnonzero(column >= 0)
+        source = column if len(donors) else table.max(axis=1)
+        if not len(donors):
+            donors = np.flatnonzero(any_filled)
+        empty = np.flatnonzero(column < 0)
+        for start in range(0, len(empty), 256):  # 256 cells at a time: (256, donors) distances
+            block = empty[start : start + 256]
+            nearest = ((centres[block, None, :] - centres[None, donors, :]) ** 2).sum(axis=2).argmin(axis=1)
+            column[block] = source[donors[nearest]]
+
+
+def containment(
+    table: ShortlistTable, shapes: NDArray[np.int64], best: NDArray[np.intp], widths: Sequence[int]
+) -> dict[int, float]:
+    """How often each shape's best configuration (``best``: a space index per row of ``shapes``) is
+    among the first ``width`` members of its list, per width; also the mean list length scored."""
+    ids = [table.list_id(Problem(int(m), int(n), int(k))) for m, n, k in shapes]
+    lists = table.lists[ids]
+    found = lists == np.asarray(best)[:, None]
+    rank = np.where(found.any(axis=1), found.argmax(axis=1), lists.shape[1])
+    return {int(w): float((rank < w).mean()) for w in widths}

@@ -40,6 +40,31 @@ PUBLIC_API = [
     "rank",
 ]
 
+# tilecost.predict's own surface (numpy only; imported inside compilers).
+PREDICT_API = [
+    "ARTIFACT_SCHEMA_VERSION",
+    "ArtifactMetadata",
+    "DispatchRule",
+    "OODReason",
+    "OODVerdict",
+    "Prediction",
+    "Predictor",
+    "QueryLog",
+    "Source",
+    "TreeEnsemble",
+    "calibrate_ood",
+    "dispatch_speed",
+    "fit_dispatch",
+    "load_artifact",
+    "parse_problem",
+    "predict_best",
+    "prepare_artifact_files",
+    "rank",
+    "save_artifact",
+    "shipped_devices",
+    "training_domain",
+]
+
 CORE_MODULES = ["tilecost.config", "tilecost.device", "tilecost.errors", "tilecost.problem", "tilecost.space"]
 
 
@@ -57,6 +82,13 @@ def test_every_public_name_of_the_package_is_in_all() -> None:
     }
 
     assert public | {"__version__"} == set(tilecost.__all__)
+
+
+def test_the_predict_package_exports_exactly_its_api() -> None:
+    predict = importlib.import_module("tilecost.predict")
+
+    assert predict.__all__ == PREDICT_API
+    assert [name for name in PREDICT_API if not hasattr(predict, name)] == []
 
 
 @pytest.mark.parametrize("name", PUBLIC_API)

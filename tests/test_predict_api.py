@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,21 +51,23 @@ def test_the_answer_is_a_candidate_and_the_best_of_its_ranking(predictor: Predic
     assert len(ranking) == 4 and len({p.config for p in ranking}) == 4
 
 
-def test_a_shortlist_sample_shape_gets_the_exhaustive_answer(predictor: Predictor) -> None:
-    # The lists hold the full model's top_n of every cell corner, so at a corner (aligned variant
-    # for extents that are multiples of 16) the shortlist's best is the best of every candidate.
-    group = predictor._group(tilecost.DType.BF16, tilecost.Layout.NT)
-    assert group.shortlist is not None
-    spec = group.shortlist.spec
-    for cell in [(0, 0, 0), (1, 1, 1), (1, 0, 1)]:
-        dims = [round(2 ** (o + c * spec.step_log2)) for o, c in zip(spec.origin_log2, cell, strict=True)]
-        dims = [d if d < 16 else 16 * round(d / 16) for d in dims]
-        problem = Problem(*dims)
+def test_the_answer_is_the_best_of_the_first_members_of_the_shape_list(artifact: Path) -> None:
+    narrow = Predictor.load(artifact, triton_version=None, shortlist_width=3)
+    wide = Predictor.load(artifact, triton_version=None)
+    problem = Problem(300, 5000, 4096)
+    group = narrow._group(problem.dtype, problem.layout)
+    assert group.shortlist is not None and group.width == 3
+    default = json.loads((artifact / "predictor.json").read_text())["groups"]["bf16-nt"]["validation"]
+    assert wide._group(problem.dtype, problem.layout).width == default["default_width"]
+    list_id = group.shortlist.list_id(problem)
+    position = {config: index for index, config in enumerate(group.scorer.space)}
+    for predictor, width in ((narrow, 3), (wide, default["default_width"])):
+        members = group.shortlist.lists[list_id][:width]
+        exhaustive = predictor.rank(problem, 10_000, exhaustive=True, measured=False)
 
-        shortlisted = predictor.predict_best(problem, measured=False)
-        exhaustive = predictor.rank(problem, 1, exhaustive=True, measured=False)[0]
+        best = next(p for p in exhaustive if position[p.config] in members)
 
-        assert shortlisted.config == exhaustive.config, problem
+        assert predictor.predict_best(problem, measured=False).config == best.config
 
 
 def test_repeated_queries_are_served_from_the_cache(predictor: Predictor) -> None:

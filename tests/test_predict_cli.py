@@ -15,12 +15,12 @@ artifact = fixtures.artifact  # the session fixture, shared by the predictor's t
 
 
 def test_lists_the_top_configurations(artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["predict", "1000", "1000", "8192", "--artifact", str(artifact), "--top", "3"]) == 0
+    assert main(["predict", "1000", "1000", "8000", "--artifact", str(artifact), "--top", "3"]) == 0
 
     out, err = capsys.readouterr()
     rows = out.strip().splitlines()
     assert len(rows) == 3 and rows[0].split()[0] == "1" and rows[0].split()[-1] == "model"
-    assert err.startswith("1000x1000x8192-bf16-nt: 3 configuration(s) from ")
+    assert err.startswith("1000x1000x8000-bf16-nt: 3 configuration(s) from ")
 
 
 def test_json_output_carries_the_verdict(artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,19 +15,26 @@ from tilecost.errors import ArtifactError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.predict import ArtifactMetadata, TreeEnsemble, prepare_artifact_files, training_domain
 from tilecost.predict.scoring import GroupScorer
-from tilecost.predict.shortlist import GridSpec, build_shortlists
+from tilecost.predict.shortlist import GridSpec, build_shortlists, containment, sample_shapes
 
 from . import test_predict_fixture as fixtures
 
 artifact = fixtures.artifact  # the session fixture, shared by the predictor's test modules
 
 PROBLEMS = [Problem(64, 4096, 4096), Problem(1000, 1000, 1000), Problem(17, 300, 5000), Problem(2048, 512, 64)]
-TINY = {"step_log2": 40.0, "top_n": 3, "interior_samples": 1}  # one cell per axis: quick to build
+# One cell per axis and a few dozen sample shapes: quick to build with the numpy evaluator.
+TINY = {"step_log2": 40.0, "top_n": 3, "samples": 24, "validation": 8, "list_width": 8, "default_width": 4}
 
 
 @pytest.fixture(scope="module")
 def model_json(artifact: Path) -> bytes:
     return (artifact / "model.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def group(model_json: bytes) -> GroupScorer:
+    ensemble = TreeEnsemble.from_json(model_json)
+    return GroupScorer.build(load_device("h200"), DType.BF16, Layout.NT, "log_time_us", ensemble.predict)
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +52,14 @@ def test_numpy_export_is_deterministic_and_complete(model_json: bytes, metadata:
     assert first == second
     header = json.loads(first["predictor.json"])
     group = header["groups"]["bf16-nt"]
-    assert header["format"] == 1 and group["grid"]["shape"] == [1, 1, 1]
+    assert header["format"] == 2 and group["grid"]["shape"] == [1, 1, 1]
     assert 1 <= len(group["dispatch"]["configs"]) <= 4
+    assert group["validation"]["shapes"] == 8 and group["validation"]["default_width"] == 4
+    assert set(group["validation"]["containment"]) == {"4", "8"}
+    assert "ood" not in header  # metadata.ood carries no held-out fractions to fit rules on
     with np.load(io.BytesIO(first["shortlists.npz"]), allow_pickle=False) as arrays:
         assert arrays["bf16-nt.table"].shape == (1, 1, 1, 8)
+        assert arrays["bf16-nt.lists"].shape[1] == 8
 
 
 def test_a_scorer_must_be_the_same_model(model_json: bytes, metadata: ArtifactMetadata) -> None:
@@ -65,32 +75,80 @@ def test_metadata_must_describe_the_training_domain_and_features(model_json: byt
         prepare_artifact_files(model_json, ArtifactMetadata(**{**asdict(metadata), "feature_schema_version": 0}))
 
 
-def test_each_list_holds_the_top_n_of_its_sample_shapes(model_json: bytes) -> None:
-    ensemble = TreeEnsemble.from_json(model_json)
-    group = GroupScorer.build(load_device("h200"), DType.BF16, Layout.NT, "log_time_us", ensemble.predict)
-    spec = GridSpec((6.0, 6.0, 6.0), 2.0, (2, 1, 1), top_n=2, interior_samples=0, seed=0)
+def test_batched_top_configs_equal_ranking_each_problem_alone(group: GroupScorer) -> None:
+    problems = [*PROBLEMS, Problem(1, 7, 3), Problem(300, 5000, 17)]
 
-    table = build_shortlists(spec, DType.BF16, Layout.NT, lambda p: group.ranked(p)[0])
+    tops = group.top_configs(problems, 5, workers=2)
 
-    # Cell (0, 0, 0), all extents multiples of 16 (variant 7): corners 2**6 and 2**8 on each axis.
-    members = set(table.members(int(table.table[0, 0, 0, 7])).tolist())
-    for m in (64, 256):
-        for n in (64, 256):
-            for k in (64, 256):
-                assert set(group.ranked(Problem(m, n, k))[0][:2].tolist()) <= members
-    # Looking up: 100 x 100 x 100 is in cell (0, 0, 0), unaligned (variant 0); beyond the grid clips.
-    assert table.list_id(Problem(100, 100, 100)) == table.table[0, 0, 0, 0]
-    assert table.list_id(Problem(2**20 + 1, 1, 2**20 + 1)) == table.table[1, 0, 0, 0]
+    for problem, top in zip(problems, tops, strict=True):
+        ranked = group.ranked(problem)[0][:5]
+        assert top[: len(ranked)].tolist() == ranked.tolist()
+        assert (top[len(ranked) :] == -1).all()
+
+
+def test_every_sample_shape_finds_its_best_in_its_own_list(group: GroupScorer) -> None:
+    # Two cells along m; lists wide enough to keep every sample's winners: the containment of the
+    # shapes the lists were built from is then exact, whatever the prefix order.
+    spec = GridSpec((4.0, 8.0, 8.0), 4.0, (2, 1, 1), top_n=2, samples=40, list_width=200, seed=0)
+    shapes = sample_shapes(spec, np.empty((0, 3)), 40, seed=3)
+    tops = group.top_configs([Problem(*map(int, s)) for s in shapes], 2)
+
+    table = build_shortlists(spec, shapes, tops)
+
+    assert containment(table, shapes, tops[:, 0], [200]) == {200: 1.0}
+    # A list starts with its own cell's winners: the most frequent best of the cell's samples leads.
+    cell, variant = tuple(spec.cells(shapes[:1])[0]), int(shapes[0][0] % 16 == 0) | int(shapes[0][1] % 16 == 0) << 1
+    variant |= int(shapes[0][2] % 16 == 0) << 2
+    same = (spec.cells(shapes) == cell).all(axis=1) & [
+        (int(m % 16 == 0) | int(n % 16 == 0) << 1 | int(k % 16 == 0) << 2) == variant for m, n, k in shapes
+    ]
+    winners, counts = np.unique(tops[same, 0], return_counts=True)
+    assert table.lists[table.table[cell + (variant,)]][0] in winners[counts == counts.max()]
+
+
+def test_lists_rank_by_weight_and_empty_cells_borrow_the_nearest() -> None:
+    # Three cells along m (2**0..2**3, 2**3..2**6, 2**6..2**9); samples only in the first, unaligned.
+    spec = GridSpec((0.0, 4.0, 4.0), 3.0, (3, 1, 1), top_n=2, samples=3, list_width=3, seed=0)
+    shapes = np.array([[3, 17, 17], [5, 17, 17], [6, 17, 17]])
+    tops = np.array([[7, 9], [7, 8], [9, -1]])  # weights: 7 -> 1 + 1, 9 -> 0.5 + 1, 8 -> 0.5
+
+    table = build_shortlists(spec, shapes, tops)
+
+    first = table.table[0, 0, 0, 0]
+    assert table.lists[first].tolist() == [7, 9, 8]
+    assert table.members(first, 2).tolist() == [7, 9]  # a prefix, in space order
+    # The middle cell has only its neighbour's samples (same order); the last borrows the nearest.
+    assert table.lists[table.table[1, 0, 0, 0]].tolist() == [7, 9, 8]
+    assert table.lists[table.table[2, 0, 0, 0]].tolist() == [7, 9, 8]
+    assert table.list_id(Problem(100, 17, 17)) == table.table[2, 0, 0, 0]
+    assert table.list_id(Problem(2**20 + 1, 1, 2**20 + 1)) == table.table[2, 0, 0, 0]  # beyond the grid: clipped
+
+
+def test_sample_shapes_cover_the_grid_and_both_alignments() -> None:
+    spec = GridSpec((0.0, 4.0, 4.0), 2.0, (6, 5, 5), top_n=1, samples=1000, list_width=1, seed=0)
+    training = np.log2(np.array([[64.0, 4096.0, 4096.0]]))
+
+    shapes = sample_shapes(spec, training, 1000, seed=0)
+
+    assert np.array_equal(shapes, sample_shapes(spec, training, 1000, seed=0))
+    assert shapes.shape == (1000, 3) and shapes.min() >= 1
+    assert (np.log2(shapes) <= spec.log2_high + 0.5).all()
+    large = shapes >= 64
+    assert 0.55 < (shapes[large] % 16 == 0).mean() < 0.8  # round numbers and multiples of 16: 2/3 of them
+    assert (shapes[large] % 16 == 8).any()  # and 8-aligned ones among the ragged rest
+    round_ = np.isin(shapes, [c * 2**j for c in (1, 3, 5, 7, 9) for j in range(32)])
+    assert 0.3 < round_.mean() < 0.6  # a third are round, and some others by chance (small extents)
 
 
 def test_grids_cover_the_domain_with_a_margin() -> None:
-    spec = GridSpec.covering([0.0, 3.3, 10.0], [16.0, 5.0, 10.0], step_log2=1.0, margin_log2=0.5,
-                             top_n=4, interior_samples=0, seed=0)  # fmt: skip
+    def covering(low: list[float], high: list[float], margin: float) -> GridSpec:
+        return GridSpec.covering(low, high, step_log2=1.0, margin_log2=margin, top_n=4, samples=10, list_width=8,
+                                 seed=0)  # fmt: skip
+
+    spec = covering([0.0, 3.3, 10.0], [16.0, 5.0, 10.0], 0.5)
 
     assert spec.origin_log2 == (0.0, 2.0, 9.0)
     assert spec.shape == (17, 4, 2)  # 0..16.5, 2..5.5, 9..10.5 in steps of 1
-    assert GridSpec.covering([30.0] * 3, [31.0] * 3, step_log2=1.0, margin_log2=5.0, top_n=1,
-                             interior_samples=0, seed=0).shape == (6, 6, 6)  # 25..log2(2**31 - 1)  # fmt: skip
+    assert covering([30.0] * 3, [31.0] * 3, 5.0).shape == (6, 6, 6)  # 25..log2(2**31 - 1)
     with pytest.raises(ValueError, match="step_log2 > 0"):
-        GridSpec((0.0,) * 3, 0.0, (1, 1, 1), 1, 0, 0)
-    assert math.isinf(GridSpec((0.0,) * 3, 1.0, (1, 1, 1), 1, 0, 0).radius_log2)
+        GridSpec((0.0,) * 3, 0.0, (1, 1, 1), 1, 1, 1, 0)

@@ -19,7 +19,15 @@ import pytest
 
 from tilecost import Problem, load_device
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION, ConfigArrays, ProblemArrays, feature_matrix
-from tilecost.predict import ArtifactMetadata, prepare_artifact_files, save_artifact, training_domain
+from tilecost.predict import (
+    ArtifactMetadata,
+    TreeEnsemble,
+    calibrate_ood,
+    prepare_artifact_files,
+    save_artifact,
+    training_domain,
+)
+from tilecost.predict.scoring import GroupScorer
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "measurements"
 
@@ -45,7 +53,9 @@ class Dataset:
         return dict(zip(self.columns["config_id"][rows].tolist(), self.columns["time_us"][rows].tolist(), strict=True))
 
 
-def load_dataset() -> Dataset:
+def load_dataset(groups: tuple[str, ...] | None = ("bf16-nt",)) -> Dataset:
+    """The shipped measurements of ``groups`` ("dtype-layout"; None: every group). The fixture model
+    is trained on bf16/nt alone, so that tests do not change as the dataset grows other groups."""
     from tilecost.collect.store import DatasetStore
 
     table = DatasetStore(DATASET).read("h200")
@@ -63,6 +73,10 @@ def load_dataset() -> Dataset:
         "triton_version",
     )
     columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in names}
+    if groups is not None:
+        group = np.char.add(np.char.add(columns["dtype"].astype(str), "-"), columns["layout"].astype(str))
+        keep = np.isin(group, groups)
+        columns = {name: column[keep] for name, column in columns.items()}
     problems = ProblemArrays.from_columns(columns["m"], columns["n"], columns["k"], columns["dtype"], columns["layout"])
     features = feature_matrix(problems, ConfigArrays.from_keys(columns["config_id"]), load_device("h200"))
     return Dataset(columns, features)
@@ -110,6 +124,7 @@ def build_fixture_artifact(
 
     model_json = train_model_json(data, trees=trees, depth=depth)
     training = data.problems("train")
+    heldout = data.problems("heldout")
     metadata = ArtifactMetadata(
         device_class="h200",
         fingerprint={"gpu_name": "NVIDIA H200", "sm_count": 132, "compute_capability": "9.0"},
@@ -119,14 +134,33 @@ def build_fixture_artifact(
         target="log_time_us",
         domain=training_domain(training),
         training={"trees": trees, "depth": depth, "fixture": True},
+        ood=calibrate_ood(heldout, heldout_fractions(data, model_json, heldout), training),
     )
     booster = xgb.Booster(model_file=bytearray(model_json))
     booster.set_param({"nthread": 1})  # faster than 2 per call on small batches (thread start-up)
-    settings = {"step_log2": 6.0, "top_n": 6, "interior_samples": 2, "radius_log2": 3.0, **(export or {})}
+    settings = {"step_log2": 2.0, "samples": 400, "validation": 100, "list_width": 24, "default_width": 12,
+                **(export or {})}  # fmt: skip
     files = prepare_artifact_files(model_json, metadata, scorer=booster.inplace_predict, **settings)
     if measured:
         files["measured.json"] = measured_json(data, training)
     return save_artifact(directory, model_json, metadata, files)
+
+
+def heldout_fractions(data: Dataset, model_json: bytes, problems: list[Problem]) -> list[float]:
+    """Best measured time over the measured time of the model's first choice, per problem (as train's
+    evaluation computes it; a choice never timed counts 0)."""
+    ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    groups: dict[tuple[Any, Any], GroupScorer] = {}
+    fractions = []
+    for problem in problems:
+        key = (problem.dtype, problem.layout)
+        if key not in groups:
+            groups[key] = GroupScorer.build(load_device("h200"), *key, "log_time_us", ensemble.predict)
+        group = groups[key]
+        choice = group.space[group.ranked(problem)[0][0]].key
+        times = data.times(problem, ("ok", "hopeless"))
+        fractions.append(min(1.0, min(data.times(problem).values()) / times[choice]) if choice in times else 0.0)
+    return fractions
 
 
 # Test modules bind these fixtures to their own names, and pytest keeps one session-scoped value per

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from tilecost import OODReason, OODVerdict, Predictor, Problem
 from tilecost.predict import calibrate_ood, training_domain
-from tilecost.predict.ood import DEFAULT_SPARSE_DISTANCE_LOG2, OODChecker
+from tilecost.predict.ood import DEFAULT_SPARSE_DISTANCE_LOG2, FlagRule, OODChecker, answer_signals, fit_flag_rules
 
 from . import test_predict_fixture as fixtures
 from .test_predict_fixture import Dataset
@@ -32,9 +33,13 @@ def test_far_away_shapes_are_always_flagged(predictor: Predictor, shape: tuple[i
 
 
 def test_a_training_problem_is_in_distribution(predictor: Predictor, dataset: Dataset) -> None:
-    verdict = predictor.predict_best(dataset.problems("train")[3], measured=False).ood
+    problem = dataset.problems("train")[3]
 
-    assert not verdict and verdict.reasons == () and verdict.neighbour_distance_log2 == 0.0
+    model = predictor.predict_best(problem, measured=False).ood  # the model-side rules may still fire
+    measured = predictor.predict_best(problem).ood  # a measured answer is judged by its shape alone
+
+    assert set(model.reasons) <= {OODReason.MODEL_UNCERTAIN} and model.neighbour_distance_log2 == 0.0
+    assert not measured and measured.reasons == () and measured.neighbour_distance_log2 == 0.0
 
 
 def test_unseen_dtype_and_layout_are_reasons(predictor: Predictor) -> None:
@@ -91,3 +96,68 @@ def test_calibration_checks_its_inputs() -> None:
         calibrate_ood(TRAINING[:2], [1.0], TRAINING)
     with pytest.raises(ValueError, match=r"top1_fraction values must lie in \[0, 1\]"):
         calibrate_ood(TRAINING[:1], [1.5], TRAINING)
+
+
+def test_calibration_keeps_each_held_out_fraction_for_the_model_side_rules() -> None:
+    heldout = [Problem(16, 1024, 1024), Problem(32, 1024, 1024)]
+
+    stored = calibrate_ood(heldout, [1.0, 0.5], TRAINING)
+
+    assert stored["heldout_top1"] == {heldout[0].key: 1.0, heldout[1].key: 0.5}
+    assert stored["max_good_flagged"] == 0.10
+
+
+def test_model_side_rules_are_read_from_the_artifact_and_fire_on_their_signal(artifact: Path) -> None:
+    header = json.loads((artifact / "predictor.json").read_text())
+    rules = tuple(FlagRule.from_dict(r) for r in header["ood"]["rules"])
+    predictor = Predictor.load(artifact, triton_version=None)
+    assert rules and predictor.ood.rules == rules
+    assert header["ood"]["calibration"]["rules"] == [r.describe() for r in rules]
+
+    for shape in [(64, 4096, 4096), (4096, 4096, 4096), (1, 4096, 1024), (300, 1091, 13), (8192, 2304, 768)]:
+        answer = predictor.predict_best(shape, measured=False)
+        ranking = predictor.rank(shape, 2, exhaustive=False, measured=False)
+        shape_only = predictor.ood.verdict(answer.problem)
+        second = ranking[1].time_us if len(ranking) > 1 else None
+        signals = answer_signals(answer.problem, answer.time_us, second, shape_only.neighbour_distance_log2)
+
+        fired = any(rule.fires(signals) for rule in rules)
+
+        assert (OODReason.MODEL_UNCERTAIN in answer.ood.reasons) == fired, shape
+        assert set(answer.ood.reasons) - {OODReason.MODEL_UNCERTAIN} == set(shape_only.reasons)
+        assert ranking[0].ood == answer.ood  # rank gives the verdict predict_best gives
+
+
+def test_signals_of_an_answer() -> None:
+    # 1024 x 1024 x 1024 bf16: 2 * 1024**3 flop over 3 * 1024**2 * 2 bytes = 341.3 flop/byte.
+    signals = answer_signals(Problem(1024, 1024, 1024), 8.0, 8.8, 0.5)
+
+    assert signals["log2_predicted_us"] == 3.0
+    assert signals["log2_top2_gap"] == pytest.approx(math.log2(1.1))
+    assert signals["log2_flop_per_byte"] == pytest.approx(math.log2(1024 / 3))
+    assert signals["neighbour_distance_log2"] == 0.5
+    assert answer_signals(Problem(1, 1, 1), 8.0, None, 0.0)["log2_top2_gap"] == 10.0  # one candidate
+
+
+def test_rules_catch_the_most_bad_problems_within_the_good_budget() -> None:
+    # Six problems; bad ones are tiny (predicted 2-4 us) or compute bound (flop/byte 2**9).
+    def row(predicted: float, intensity: float) -> dict[str, float]:
+        return {"log2_predicted_us": predicted, "log2_top2_gap": 0.1, "log2_flop_per_byte": intensity,
+                "neighbour_distance_log2": 0.5}  # fmt: skip
+
+    rows = [row(1.0, 3.0), row(2.0, 3.0), row(6.0, 9.0), row(5.0, 3.0), row(7.0, 4.0), row(5.5, 3.0)]
+    bad = [True, True, True, False, False, False]
+
+    rules, stats = fit_flag_rules(rows, bad, [False] * 6, max_good_flagged=0.0)
+
+    # Round 1: predicted < 3.5 (halfway between 2 and 5) catches 2; round 2: flop/byte > 6.5 the third.
+    assert rules == (FlagRule("log2_predicted_us", False, 3.5), FlagRule("log2_flop_per_byte", True, 6.5))
+    assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == 0.0 and stats["catch_rate"] == 1.0
+    # Problems the distance rules flag already are not counted again, and their good ones take no share
+    # of the budget: with rows 0, 1 and 3 flagged, only flop/byte > 6.5 adds a catch without flagging 4 or 5.
+    rules, stats = fit_flag_rules(rows, bad, [True, True, False, True, False, False], max_good_flagged=0.0)
+    assert rules == (FlagRule("log2_flop_per_byte", True, 6.5),)
+    assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == pytest.approx(1 / 3)
+    assert stats["good_flagged_by_rules_rate"] == 0
+    with pytest.raises(ValueError, match="signal="):
+        FlagRule("made_up", True, 1.0)
