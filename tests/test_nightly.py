@@ -174,6 +174,19 @@ def test_shards_collect_their_share_and_the_last_one_trains(tmp_path, monkeypatc
     assert code == EXIT_OK and "collect reused, train reused" in again
 
 
+def test_gpus_fan_out_through_the_collectors_own_processes(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    code, summary = _run(_night(tmp_path, "2026-11-29", "--sentinels", "0", "--steps", "plan,collect",
+                                "--gpus", "2"), capsys)  # fmt: skip
+
+    assert code == EXIT_OK and summary.startswith("SIMULATED nightly 2026-11-29: plan done, collect done; ok")
+    plan = json.loads((tmp_path / "state" / "2026-11-29" / "plan.json").read_text())
+    files = DatasetStore(tmp_path / "measurements").files("h200")
+    assert len(files) == len(plan) and all(f.endswith("--n20261129.parquet") for f in files)
+    assert _record(tmp_path, "2026-11-29", "collect")["complete"]
+
+
 def test_an_export_past_its_time_limit_keeps_the_previous_artifact(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

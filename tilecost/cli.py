@@ -90,6 +90,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     settings = SweepSettings(
         device_class=args.device_class,
         sample_fraction=args.sample_fraction,
+        min_sample=args.min_sample,
         seed=args.seed,
         protocol=MeasureProtocol(rounds=args.rounds, seed=args.seed),
         backend=args.backend,
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtypes", default=[DType.BF16], type=lambda s: _csv(DType, s))
     p.add_argument("--layouts", default=[Layout.NT], type=lambda s: _csv(Layout, s))
     p.add_argument("--sample-fraction", type=float, default=0.35, help="of a training problem's candidates")
+    p.add_argument("--min-sample", type=int, default=64, help="candidates measured per training problem at least")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds after screening")
     p.add_argument("--backend", default="tilecost.collect.backend:cuda_backend")

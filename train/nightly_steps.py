@@ -280,7 +280,8 @@ def _collect_on_gpus(night: NightContext, store: Any, entries: list[PlanEntry]) 
     command = [
         sys.executable, "-m", "tilecost.cli", "collect", "--plan", str(night.dir.plan_path), "--dataset", s.dataset,
         "--device-class", s.device_class, "--backend", s.backend, "--run-id", night.collect_run_id,
-        "--sample-fraction", str(s.sample_fraction), "--rounds", str(s.rounds), "--seed", night.dir.compact,
+        "--sample-fraction", str(s.sample_fraction), "--min-sample", str(s.min_sample), "--rounds", str(s.rounds),
+        "--seed", night.dir.compact,
         "--gpus", "all" if s.gpus == 0 else str(s.gpus),
     ]  # fmt: skip
     if s.workers is not None:
