@@ -20,7 +20,8 @@ way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instea
   - ``log2_top2_gap``: log2 of the second-best predicted time over the best (small: a near tie,
     whose order the model's ~0.3 log-RMSE cannot settle; large: one configuration stands out);
   - ``log2_flop_per_byte``: the problem's arithmetic intensity (compute-bound shapes above ~8);
-  - ``neighbour_distance_log2``: as above.
+  - ``neighbour_distance_log2``: as above (a rule on it, flagging far shapes only, lowers the
+    sparse-neighbourhood threshold instead and is reported as ``SPARSE_NEIGHBOURHOOD``).
 
   The rules are fitted at export by :func:`fit_flag_rules` on the held-out problems: a held-out
   problem is *bad* when the measured time of the model's choice (the choice of scoring every
@@ -86,6 +87,7 @@ class OODReason(enum.Enum):
 
 
 SIGNALS = ("log2_predicted_us", "log2_top2_gap", "log2_flop_per_byte", "neighbour_distance_log2")
+_DISTANCE_SIGNAL = "neighbour_distance_log2"  # flagged when far only, never when near
 # log2_top2_gap where a problem has a single candidate: nothing to confuse it with.
 _SINGLE_CANDIDATE_GAP_LOG2 = 10.0
 
@@ -202,8 +204,13 @@ class OODChecker:
     rules: tuple[FlagRule, ...] = ()  # model-side rules (predictor.json's "ood")
 
     def with_rules(self, rules: Sequence[FlagRule]) -> OODChecker:
-        """This checker with model-side rules."""
-        return dataclasses.replace(self, rules=tuple(rules))
+        """This checker with the rules export fitted. A rule on ``neighbour_distance_log2`` is a
+        sparse-neighbourhood threshold (the lower of it and the stored one applies, to every answer,
+        under ``SPARSE_NEIGHBOURHOOD``); the others judge model answers under ``MODEL_UNCERTAIN``."""
+        distance = [r.threshold for r in rules if r.signal == _DISTANCE_SIGNAL and r.above]
+        threshold = min([self.sparse_distance_log2, *distance])
+        model = tuple(r for r in rules if r.signal != _DISTANCE_SIGNAL)
+        return dataclasses.replace(self, rules=model, sparse_distance_log2=threshold)
 
     def judge(self, problem: Problem, verdict: OODVerdict, best_us: float, second_us: float | None) -> OODVerdict:
         """``verdict`` (from :meth:`verdict`), with ``MODEL_UNCERTAIN`` added if a rule fires on the
@@ -364,7 +371,8 @@ def fit_flag_rules(
             values = np.array([row[name] for row in signals], dtype=np.float64)
             distinct = np.unique(values[np.isfinite(values)])
             cuts = (distinct[1:] + distinct[:-1]) / 2
-            for threshold, above in itertools.product(cuts.tolist(), (True, False)):
+            directions = (True,) if name == _DISTANCE_SIGNAL else (True, False)
+            for threshold, above in itertools.product(cuts.tolist(), directions):
                 fires = values > threshold if above else values < threshold
                 union = flagged | fires
                 if int((union & open_good).sum()) > good_budget:

@@ -109,10 +109,14 @@ def test_calibration_keeps_each_held_out_fraction_for_the_model_side_rules() -> 
 
 def test_model_side_rules_are_read_from_the_artifact_and_fire_on_their_signal(artifact: Path) -> None:
     header = json.loads((artifact / "predictor.json").read_text())
-    rules = tuple(FlagRule.from_dict(r) for r in header["ood"]["rules"])
+    stored = tuple(FlagRule.from_dict(r) for r in header["ood"]["rules"])
+    rules = tuple(r for r in stored if r.signal != "neighbour_distance_log2")
     predictor = Predictor.load(artifact, triton_version=None)
     assert rules and predictor.ood.rules == rules
-    assert header["ood"]["calibration"]["rules"] == [r.describe() for r in rules]
+    distance = [r.threshold for r in stored if r.signal == "neighbour_distance_log2"]
+    metadata = json.loads((artifact / "metadata.json").read_text())
+    assert predictor.ood.sparse_distance_log2 == min([metadata["ood"]["sparse_distance_log2"], *distance])
+    assert header["ood"]["calibration"]["rules"] == [r.describe() for r in stored]
 
     for shape in [(64, 4096, 4096), (4096, 4096, 4096), (1, 4096, 1024), (300, 1091, 13), (8192, 2304, 768)]:
         answer = predictor.predict_best(shape, measured=False)
@@ -161,3 +165,13 @@ def test_rules_catch_the_most_bad_problems_within_the_good_budget() -> None:
     assert stats["good_flagged_by_rules_rate"] == 0
     with pytest.raises(ValueError, match="signal="):
         FlagRule("made_up", True, 1.0)
+
+
+def test_a_distance_rule_lowers_the_sparse_neighbourhood_threshold() -> None:
+    checker = OODChecker.from_metadata(training_domain(TRAINING), {"sparse_distance_log2": 3.0})
+
+    ruled = checker.with_rules([FlagRule("neighbour_distance_log2", True, 1.0), FlagRule("log2_top2_gap", True, 0.1)])
+
+    assert ruled.sparse_distance_log2 == 1.0 and ruled.rules == (FlagRule("log2_top2_gap", True, 0.1),)
+    assert ruled.verdict(Problem(2**5, 2**11, 2**11)).reasons == (OODReason.SPARSE_NEIGHBOURHOOD,)  # sqrt(3) > 1
+    assert not checker.verdict(Problem(2**5, 2**11, 2**11))
