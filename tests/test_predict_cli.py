@@ -49,3 +49,13 @@ def test_bad_input_exits_2_with_the_message(
 
     assert main(["predict", *argv, *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_json_output_is_strict_json_for_a_dtype_never_trained_on(
+    artifact: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["predict", "64", "64", "64", "--dtype", "fp8e4m3", "--artifact", str(artifact), "--json"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"non-JSON constant {name}"))
+    assert data["ood"]["flagged"] and "unseen_dtype" in data["ood"]["reasons"]
+    assert data["ood"]["neighbour_distance_log2"] is None
