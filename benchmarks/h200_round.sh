@@ -4,7 +4,8 @@
 # Steps run in the order given; `collect` (and `nightly`) get the time left until TOTAL_S (default 570 s
 # after the start). Results land in $OUT: run.log, the benchmarks' JSON, and measurements.tgz (the
 # dataset directory, to be unpacked into the checkout). TRITON_CACHE_DIR is a folder of the checkout
-# that git ignores, so a warm machine keeps compiled kernels from one call to the next.
+# that git ignores, so a warm machine keeps compiled kernels from one call to the next. RUN_ID, if set, is
+# passed to `collect` (to resume a plan under the run id it started with after the settings changed).
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecost-out}
 mkdir -p "$OUT"
@@ -41,7 +42,8 @@ for step in "$@"; do
         say "collect $PLAN, time budget ${budget}s"
         if [ "$budget" -gt 30 ]; then
             timeout $((budget + 75)) tilecost collect --plan "$PLAN" --dataset datasets/measurements \
-                --sample-fraction 0.25 --workers 15 --time-budget-s "$budget" >"$OUT/collect.log" 2>&1
+                --sample-fraction 0.25 --workers 15 --time-budget-s "$budget" ${RUN_ID:+--run-id "$RUN_ID"} \
+                >"$OUT/collect.log" 2>&1
             say "collect exit $?"; tail -3 "$OUT/collect.log" | tee -a "$LOG"
         fi ;;
     *) say "unknown step $step" ;;

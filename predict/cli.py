@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -42,9 +43,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     verdict = ranked[0].ood
     if args.json:
         rows = [{"config": p.config.key, "time_us": p.time_us, "source": p.source.value} for p in ranked]
+        distance = verdict.neighbour_distance_log2  # infinite with no training problem of the group: null
         ood = {"flagged": bool(verdict), "reasons": [r.value for r in verdict.reasons],
-               "neighbour_distance_log2": verdict.neighbour_distance_log2}  # fmt: skip
-        print(json.dumps({"problem": ranked[0].problem.key, "ranking": rows, "ood": ood}, indent=1))
+               "neighbour_distance_log2": distance if math.isfinite(distance) else None}  # fmt: skip
+        out = {"problem": ranked[0].problem.key, "ranking": rows, "ood": ood}
+        print(json.dumps(out, indent=1, allow_nan=False))
     else:
         for place, p in enumerate(ranked, start=1):
             print(f"{place:>3}  {p.config.key:<32} {p.time_us:>12.2f} us  {p.source.value}")

@@ -6,7 +6,9 @@ way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instea
 * ``DIM_OUTSIDE_TRAINING_RANGE``: log2 M, N or K lies outside the range of the training problems of
   the same dtype and layout (of all training problems if that group has none);
 * ``SPARSE_NEIGHBOURHOOD``: the Euclidean distance in (log2 M, log2 N, log2 K) from the problem to
-  its ``neighbours``-th nearest training problem of the same dtype and layout exceeds a threshold,
+  its ``neighbours``-th nearest training problem of the same dtype and layout exceeds a threshold
+  (infinite, so always flagged, for a dtype and layout pair no training problem had, even where
+  each was seen in another pair),
   calibrated on held-out problems by :func:`calibrate_ood` and stored in ``metadata.ood``
   (:data:`DEFAULT_SPARSE_DISTANCE_LOG2` when none is stored);
 * ``UNSEEN_DTYPE``, ``UNSEEN_LAYOUT``: no training problem had that dtype or layout;
@@ -266,8 +268,10 @@ class OODChecker:
         if any(not lo <= q <= hi for q, lo, hi in zip(query, low.tolist(), high.tolist(), strict=True)):
             reasons.append(OODReason.DIM_OUTSIDE_TRAINING_RANGE)
         points = self.points.get(group)
+        # No training problem of this dtype and layout (fp16 seen with nt only, asked with nn): no
+        # neighbour at all, an infinite distance, flagged like any sparse neighbourhood.
         distance = math.inf if points is None else _kth_distance(points, np.array(query), self.neighbours)
-        if points is not None and distance > self.sparse_distance_log2:
+        if distance > self.sparse_distance_log2:
             reasons.append(OODReason.SPARSE_NEIGHBOURHOOD)
         if len(reasons) > 1:
             reasons = sorted(set(reasons), key=_REASON_ORDER.index)

@@ -49,3 +49,23 @@ def test_bad_input_exits_2_with_the_message(
 
     assert main(["predict", *argv, *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_json_output_is_strict_json_for_a_dtype_never_trained_on(
+    artifact: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["predict", "64", "64", "64", "--dtype", "fp8e4m3", "--artifact", str(artifact), "--json"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"non-JSON constant {name}"))
+    assert data["ood"]["flagged"] and "unseen_dtype" in data["ood"]["reasons"]
+    assert data["ood"]["neighbour_distance_log2"] is None
+
+
+def test_bad_input_to_any_subcommand_is_one_error_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["collect", "--plan", str(tmp_path / "missing.json"), "--dataset", str(tmp_path / "ds")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: plan file") and "missing.json" in err and "Traceback" not in err
+    assert not (tmp_path / "ds").exists()

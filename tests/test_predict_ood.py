@@ -50,6 +50,18 @@ def test_unseen_dtype_and_layout_are_reasons(predictor: Predictor) -> None:
     assert OODReason.UNSEEN_LAYOUT in nn.reasons and OODReason.UNSEEN_DTYPE not in nn.reasons
 
 
+def test_a_dtype_and_layout_pair_never_trained_on_is_flagged_though_each_was_seen() -> None:
+    # fp16 seen with nt, nn seen with bf16: fp16 nn has no training problem, so no neighbour at all.
+    training = [Problem(1024, 1024, 1024, "fp16", "nt"), Problem(1024, 1024, 1024, "bf16", "nn")]
+    checker = OODChecker.from_metadata(training_domain(training), {})
+
+    verdict = checker.verdict(Problem(1024, 1024, 1024, "fp16", "nn"))
+
+    assert verdict.reasons == (OODReason.SPARSE_NEIGHBOURHOOD,)
+    assert verdict.neighbour_distance_log2 == math.inf
+    assert not checker.verdict(Problem(1024, 1024, 1024, "fp16", "nt"))
+
+
 def test_the_verdict_is_truthy_exactly_when_flagged() -> None:
     assert not OODVerdict()
     assert OODVerdict((OODReason.SPARSE_NEIGHBOURHOOD,), 3.0)

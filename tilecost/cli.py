@@ -183,10 +183,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a subcommand. Bad input (a ``ValueError`` or :class:`~tilecost.errors.TilecostError`, whose
+    messages name the field and what is allowed) ends in one ``error:`` line and exit status 2;
+    ``TILECOST_DEBUG=1`` shows the traceback instead."""
+    import os
+
+    from tilecost.errors import TilecostError
+
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except (TilecostError, ValueError) as exc:
+        if os.environ.get("TILECOST_DEBUG"):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

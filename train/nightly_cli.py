@@ -92,18 +92,13 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from tilecost.errors import TilecostError
-
     from .report import write_report
 
-    try:
-        written = write_report(
-            args.dataset, args.device_class, args.out, artifact=args.artifact, model_uri=args.model_uri,
-            tracking_uri=args.tracking_uri,
-        )  # fmt: skip
-    except (TilecostError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # Bad input (TilecostError, ValueError) becomes one "error:" line and status 2 in tilecost.cli.main.
+    written = write_report(
+        args.dataset, args.device_class, args.out, artifact=args.artifact, model_uri=args.model_uri,
+        tracking_uri=args.tracking_uri,
+    )  # fmt: skip
     for note in written.notes:
         print(f"note: {note}", file=sys.stderr)
     print(written.line())
