@@ -11,7 +11,9 @@ seeded sample of ``--configs`` candidates per problem, it measures:
 2. **Fidelity.** On the first ``--fidelity-problems`` problems, a careful reference: do_bench(25 ms, 100 ms)
    for every config, three rounds, configs in a fresh random order each round, median of the three. Spearman
    rank correlation per problem between the collector's times and the reference's, and the reference time
-   of the collector's best over the reference best.
+   of the collector's best over the reference best. A second reference leaves the host out: the same
+   configs through ``do_bench_cudagraph`` (each config's launches captured in one CUDA graph and replayed),
+   three interleaved rounds; on kernels of a few µs the first reference times the host's launch gaps too.
 
 Goals (issue 3): ≥ 10× faster than the default loop, Spearman ≥ 0.95 per problem, collector's best within 2%.
 
@@ -75,13 +77,15 @@ def main() -> int:
     parser.add_argument("--fidelity-problems", type=int, default=6)
     parser.add_argument("--serial-compile-sample", type=int, default=16)
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--graph-rep-ms", type=int, default=20,
+                        help="rep of the CUDA-graph reference (do_bench_cudagraph); 0 leaves it out")  # fmt: skip
     args = parser.parse_args()
 
     # A private Triton cache, so that the compile timings start cold.
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tilecost-triton-"))
     import torch
     import triton
-    from triton.testing import do_bench
+    from triton.testing import do_bench, do_bench_cudagraph
 
     from tilecost.collect.compile import precompile
     from tilecost.collect.launch import bind
@@ -173,6 +177,25 @@ def main() -> int:
         coll_best = min(ks, key=lambda k: collector[p.key][k])
         ref_best = min(ks, key=ref.__getitem__)
         nospin_ks = [k for k in ks if k in nospin[p.key]]
+        graph_fields: dict = {}
+        if args.graph_rep_ms > 0:
+            # A second careful reference that leaves the host out: each config's launches captured in
+            # one CUDA graph and replayed (Triton's do_bench_cudagraph), three interleaved rounds.
+            graph_rounds: dict[str, list[float]] = {k: [] for k in keys}
+            for _ in range(3):
+                rng.shuffle(keys)
+                for k in keys:
+                    graph_rounds[k].append(do_bench_cudagraph(bound[k], rep=args.graph_rep_ms, return_mode="median") * 1000)
+            graph = {k: statistics.median(v) for k, v in graph_rounds.items()}
+            graph_best = min(ks, key=graph.__getitem__)
+            graph_fields = {
+                "spearman_vs_graph_reference": spearman([collector[p.key][k] for k in ks], [graph[k] for k in ks]),
+                "spearman_default_loop_vs_graph_reference": spearman([default[p.key][k] for k in ks], [graph[k] for k in ks]),
+                "spearman_reference_vs_graph_reference": spearman([ref[k] for k in ks], [graph[k] for k in ks]),
+                "graph_reference_best": graph_best,
+                "collector_best_over_graph_reference_best": graph[coll_best] / graph[graph_best],
+                "graph_reference_us": {k: round(graph[k], 3) for k in ks},
+            }
         fidelity.append(
             {
                 "problem": p.key,
@@ -185,6 +208,7 @@ def main() -> int:
                 "collector_best_over_reference_best": ref[coll_best] / ref[ref_best],
                 "reference_us": {k: round(ref[k], 3) for k in ks},
                 "collector_us": {k: round(collector[p.key][k], 3) for k in ks},
+                **graph_fields,
             }
         )
         Path(args.out).write_text(json.dumps({**out, "fidelity": fidelity}, indent=1))

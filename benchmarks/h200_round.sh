@@ -6,12 +6,20 @@
 # dataset directory, to be unpacked into the checkout). TRITON_CACHE_DIR is a folder of the checkout
 # that git ignores, so a warm machine keeps compiled kernels from one call to the next. RUN_ID, if set, is
 # passed to `collect` (to resume a plan under the run id it started with after the settings changed).
+# GPU, if set, is the one GPU this call uses (CUDA_VISIBLE_DEVICES): on a two-GPU machine two calls of this
+# script, each with its own GPU and OUT, run side by side. WORKERS (default 15) compile processes.
+# `nightly` is the GPU half of docs/NIGHTLY.md's real night (plan, sentinels, collect; NIGHT, default today):
+# its state lands in $OUT/nightly.tgz; training, export and the report run on a machine with xgboost.
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecost-out}
 mkdir -p "$OUT"
 START=$(date +%s)
 TOTAL_S=${TOTAL_S:-570}
 PLAN=${PLAN:-datasets/plans/2026-11-29-four-combos.json}
+WORKERS=${WORKERS:-15}
+SAMPLE=${SAMPLE:-0.25}
+NIGHT=${NIGHT:-$(date -u +%Y-%m-%d)}
+[ -n "${GPU:-}" ] && export CUDA_VISIBLE_DEVICES=$GPU
 LOG="$OUT/run.log"
 left() { echo $((TOTAL_S - ($(date +%s) - START))); }
 say() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
@@ -24,28 +32,38 @@ say "installed; $(nvidia-smi --query-gpu=name,driver_version,temperature.gpu,pow
 for step in "$@"; do
     case $step in
     tests)
-        say "gpu tests (timer)"
-        TILECOST_DEVICE=cuda timeout 90 python3 -m pytest -m gpu tests/test_timing.py -q -p no:cacheprovider 2>&1 | tail -5 | tee -a "$LOG" ;;
+        say "gpu tests"
+        TILECOST_DEVICE=cuda timeout 150 python3 -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tail -8 | tee -a "$LOG" ;;
     seed)
         say "seed-figure problems (BLOCK_K=64, every candidate)"
         timeout 200 tilecost collect --plan datasets/plans/seed_figure.json --dataset datasets/measurements \
-            --sample-fraction 1.0 --workers 15 2>&1 | tail -4 | tee -a "$LOG" ;;
+            --sample-fraction 1.0 --workers "$WORKERS" 2>&1 | tail -4 | tee -a "$LOG" ;;
     autotune)
         say "autotune: model-pruned top-5 against the full autotune"
         timeout 200 python3 benchmarks/autotune_h200.py --out "$OUT/autotune.json" 2>&1 | tail -5 | tee -a "$LOG" ;;
     fidelity)
         say "collector throughput and fidelity (private cold Triton cache)"
-        env -u TRITON_CACHE_DIR timeout 330 python3 benchmarks/collector_fidelity.py --configs 32 \
-            --fidelity-problems 5 --workers 15 --out "$OUT/fidelity.json" 2>&1 | tail -12 | tee -a "$LOG" ;;
+        env -u TRITON_CACHE_DIR timeout 450 python3 benchmarks/collector_fidelity.py --configs 32 \
+            --fidelity-problems 5 --workers "$WORKERS" --out "$OUT/fidelity.json" 2>&1 | tail -12 | tee -a "$LOG" ;;
     collect)
         budget=$(( $(left) - 90 ))
         say "collect $PLAN, time budget ${budget}s"
         if [ "$budget" -gt 30 ]; then
             timeout $((budget + 75)) tilecost collect --plan "$PLAN" --dataset datasets/measurements \
-                --sample-fraction 0.25 --workers 15 --time-budget-s "$budget" ${RUN_ID:+--run-id "$RUN_ID"} \
+                --sample-fraction "$SAMPLE" --workers "$WORKERS" --time-budget-s "$budget" ${RUN_ID:+--run-id "$RUN_ID"} \
                 >"$OUT/collect.log" 2>&1
             say "collect exit $?"; tail -3 "$OUT/collect.log" | tee -a "$LOG"
         fi ;;
+    nightly)
+        budget=$(( $(left) - 90 ))
+        say "nightly $NIGHT (plan, sentinels, collect), time budget ${budget}s"
+        timeout $((budget + 75)) tilecost nightly --device-class h200 --night "$NIGHT" --steps plan,sentinels,collect \
+            --dataset datasets/measurements --state-dir nightly --no-env-shard \
+            --query-log datasets/plans/2026-11-29-flagged-queries.jsonl --max-flagged 2 \
+            --family random=1 --family decode=1 --sentinels 3 --sentinel-configs 16 --workers "$WORKERS" \
+            --time-budget-s "$budget" >"$OUT/nightly.log" 2>&1
+        say "nightly exit $?"; tail -12 "$OUT/nightly.log" | tee -a "$LOG"
+        tar czf "$OUT/nightly.tgz" nightly ;;
     *) say "unknown step $step" ;;
     esac
 done

@@ -96,7 +96,7 @@ def _compile_chunk(problem_key: str, config_keys: Sequence[str]) -> list[Compile
 def precompile(
     pairs: Iterable[tuple[Problem, TileConfig]],
     workers: int | None = None,
-    chunk: int = 16,
+    chunk: int = 4,
     on_done: Callable[[int, int], None] | None = None,
 ) -> dict[tuple[str, str], CompileResult]:
     """Compile every distinct kernel that ``pairs`` need, in ``workers`` processes.

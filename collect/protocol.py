@@ -5,8 +5,11 @@ The seed names three things a measurement must control; this is how each is hand
 * **Clock.** Candidates of a problem are interleaved: every round times every surviving candidate
   once, in a fresh seeded order, so heat, power capping and clock drift spread evenly over them
   instead of landing on whichever ran last (FACTS.md: one 8192³ config drifted from 1574 to 2137 µs
-  over five rounds). A short idle pause between rounds lets the board leave its power cap
-  (FACTS.md: a 150 ms pause brought 4096³ spreads from 1-5% to 0.1-0.7%). Telemetry (SM clock,
+  over five rounds). A short idle pause before a round lets the board leave its power cap
+  (FACTS.md: a 150 ms pause brought 4096³ spreads from 1-5% to 0.1-0.7%); it is taken only when
+  the last reading drew ``pause_above_w`` or more, was throttled, or is missing: rounds of small
+  kernels (170-300 W on the H200) never near the cap, and pausing them was most of the sweep's
+  measuring time on small problems. Telemetry (SM clock,
   power, temperature, clock-event reasons) is sampled after every round and a candidate measured in
   a throttled round is marked.
 * **Input data.** Inputs are drawn from a normal distribution (never zeros: FACTS.md saw bf16 run
@@ -80,6 +83,7 @@ class MeasureProtocol:
     max_reps: int = 10
     hopeless_factor: float = 3.0
     pause_s: float = 0.15
+    pause_above_w: float = 400.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -169,14 +173,16 @@ def measure(
 
     samples: dict[K, list[float]] = {k: [] for k in survivors}
     readings: list[Telemetry] = []
+    last = screen_reading
     for r in range(protocol.rounds):
-        timer.pause(protocol.pause_s)
+        if last is None or last.throttled or last.power_w >= protocol.pause_above_w:
+            timer.pause(protocol.pause_s)
         order = survivors[:]
         rng.shuffle(order)
         got = timer.run_round([(k, launchers[k], reps[k]) for k in order])
         for k in order:
             samples[k].extend(got[k])
-        reading = timer.telemetry()
+        reading = last = timer.telemetry()
         if reading is not None:
             readings.append(reading)
         if on_round:

@@ -121,8 +121,9 @@ def sample_rank(config: TileConfig, problem: Problem, seed: int) -> int:
 
 def choose_candidates(entry: PlanEntry, settings: SweepSettings) -> tuple[list[TileConfig], float]:
     """The configs to measure for ``entry`` and the fraction of its candidates they are."""
-    cands = [c for c in problem_candidates(entry.problem, load_device(settings.device_class)) if entry.admits(c)]
-    total = len(problem_candidates(entry.problem, load_device(settings.device_class))) if entry.only else len(cands)
+    every = problem_candidates(entry.problem, load_device(settings.device_class))
+    cands = [c for c in every if entry.admits(c)]
+    total = len(every)
     if entry.role is Role.HELDOUT or settings.sample_fraction >= 1 or not cands:
         return cands, (len(cands) / total if total else 1.0)
     count = min(len(cands), max(settings.min_sample, math.ceil(settings.sample_fraction * len(cands))))

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from tilecost.collect.protocol import Telemetry
-
-if TYPE_CHECKING:
-    import torch
 
 __all__ = ["CudaEventTimer", "DEFAULT_FLUSH_BYTES", "NvmlReader"]
 
@@ -71,9 +68,12 @@ class CudaEventTimer:
     host (Triton's Python launcher costs tens of µs, more than a few-µs kernel). Launches are therefore
     enqueued in chunks of ``chunk`` behind a spin kernel (``torch.cuda._sleep``) long enough for the
     host to enqueue the whole chunk: the device then runs flush, start, kernel, end back to back.
-    :attr:`host_bound` counts the launches whose gap since the previous launch's end event exceeded
-    ``gap_limit_us`` beyond the flush (the device waited for the host): a diagnostic the backend
-    reports, expected to stay near zero; a round with any doubles the spin (up to 8×) for the next.
+
+    Checking it. An event is recorded right after each chunk's spin; once the host has enqueued the
+    chunk it asks whether that event has completed. If it has, the spin ended before the host was
+    done and the device may have waited inside the chunk: its launches are counted in
+    :attr:`host_bound` (an upper bound, reported by the backend, expected to stay at zero) and the
+    spin doubles, up to 8 times, for the chunks that follow.
     """
 
     def __init__(
@@ -82,7 +82,6 @@ class CudaEventTimer:
         nvml: NvmlReader | None = None,
         chunk: int = 48,
         host_lead_us_per_launch: float = 25.0,
-        gap_limit_us: float = 20.0,
     ):
         import torch
 
@@ -90,63 +89,40 @@ class CudaEventTimer:
         self._flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda")
         self._nvml = nvml if nvml is not None else NvmlReader(torch.cuda.current_device())
         self._chunk = chunk
-        self._gap_limit_us = gap_limit_us
         # Cycles of spin per chunk: host_lead_us_per_launch of lead per launch at the boost clock (at a
-        # lower clock the same cycles last longer, which only lengthens the lead). Doubled, up to
-        # 8 times, after any round in which the device still waited for the host.
+        # lower clock the same cycles last longer, which only lengthens the lead).
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         clock_khz = getattr(props, "clock_rate", 0) or 1_980_000
         self._spin_cycles = int(chunk * host_lead_us_per_launch * clock_khz / 1000)
         self._max_spin_cycles = 8 * self._spin_cycles
-        self._flush_us = self._time_flush()
         self.host_bound = 0
         self.launches = 0
-
-    def _time_flush(self) -> float:
-        """Median device time of one L2 flush (µs), to tell the flush from a wait on the host."""
-        torch = self._torch
-        Event = torch.cuda.Event
-        pairs = []
-        torch.cuda._sleep(self._spin_cycles)
-        for _ in range(16):
-            start, end = Event(enable_timing=True), Event(enable_timing=True)
-            start.record()
-            self._flush.zero_()
-            end.record()
-            pairs.append((start, end))
-        torch.cuda.synchronize()
-        times = sorted(s.elapsed_time(e) * 1000.0 for s, e in pairs)
-        return times[len(times) // 2]
 
     def run_round(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> dict[Hashable, list[float]]:
         torch = self._torch
         Event = torch.cuda.Event
         launches = [(key, launch) for key, launch, reps in items for _ in range(reps)]
-        pending: list[tuple[Hashable, torch.cuda.Event, torch.cuda.Event, bool]] = []
-        for i, (key, launch) in enumerate(launches):
-            first_of_chunk = i % self._chunk == 0
-            if first_of_chunk:
-                torch.cuda._sleep(self._spin_cycles)
-            self._flush.zero_()
-            start, end = Event(enable_timing=True), Event(enable_timing=True)
-            start.record()
-            launch()
-            end.record()
-            pending.append((key, start, end, first_of_chunk))
+        pending: list[tuple[Hashable, Any, Any]] = []
+        for first in range(0, len(launches), self._chunk):
+            chunk = launches[first : first + self._chunk]
+            torch.cuda._sleep(self._spin_cycles)
+            spun = Event()
+            spun.record()
+            for key, launch in chunk:
+                self._flush.zero_()
+                start, end = Event(enable_timing=True), Event(enable_timing=True)
+                start.record()
+                launch()
+                end.record()
+                pending.append((key, start, end))
+            if spun.query():  # the spin was over before the host had enqueued the chunk
+                self.host_bound += len(chunk)
+                self._spin_cycles = min(2 * self._spin_cycles, self._max_spin_cycles)
         torch.cuda.synchronize()
         out: dict[Hashable, list[float]] = {key: [] for key, _, _ in items}
-        previous_end = None
-        waited = 0
-        for key, start, end, first_of_chunk in pending:
+        for key, start, end in pending:
             out[key].append(start.elapsed_time(end) * 1000.0)
-            if previous_end is not None and not first_of_chunk:
-                gap_us = previous_end.elapsed_time(start) * 1000.0
-                waited += gap_us > self._flush_us + self._gap_limit_us
-            previous_end = end
-        self.host_bound += waited
         self.launches += len(pending)
-        if waited:
-            self._spin_cycles = min(2 * self._spin_cycles, self._max_spin_cycles)
         return out
 
     def pause(self, seconds: float) -> None:

@@ -11,7 +11,7 @@ class FakeTimer:
     """Returns a fixed time per key (optionally drifting with every launch, like a heating card)
     and records the order in which keys were timed."""
 
-    def __init__(self, times_us, drift_per_launch=0.0, throttle_reasons=0):
+    def __init__(self, times_us, drift_per_launch=0.0, throttle_reasons=0, power_w=400.0):
         self.times_us = times_us
         self.drift = drift_per_launch
         self.launches = 0
@@ -19,6 +19,7 @@ class FakeTimer:
         self.paused = 0.0
         self.throttle_reasons = throttle_reasons
         self.calls: dict[str, int] = {}
+        self.power_w = power_w
 
     def run_round(self, items):
         self.rounds.append([(k, reps) for k, _, reps in items])
@@ -37,7 +38,7 @@ class FakeTimer:
         self.paused += seconds
 
     def telemetry(self):
-        return Telemetry(1980.0 - 100 * len(self.rounds), 400.0, 60.0, self.throttle_reasons)
+        return Telemetry(1980.0 - 100 * len(self.rounds), self.power_w, 60.0, self.throttle_reasons)
 
 
 def _launchers(keys):
@@ -126,3 +127,24 @@ def test_spread_is_interquartile_over_median():
     r = measure(_launchers({"a": 1}), Noisy({"a": 1}), MeasureProtocol(rounds=1))["a"]
     # screening excluded; samples 8,10,10,12: quartiles (n=4, exclusive) 8.5 and 11.5 → IQR 3 / median 10
     assert r.median_us == 10.0 and r.spread == pytest.approx(0.3)
+
+
+def test_the_pause_is_taken_only_after_a_round_near_the_power_cap():
+    times = {"a": 10.0, "b": 11.0}
+    cool = FakeTimer(times, power_w=200.0)
+    measure(_launchers(times), cool, MeasureProtocol(rounds=3, pause_s=0.15, pause_above_w=400.0))
+    assert cool.paused == 0.0
+    hot = FakeTimer(times, power_w=450.0)
+    measure(_launchers(times), hot, MeasureProtocol(rounds=3, pause_s=0.15, pause_above_w=400.0))
+    assert hot.paused == pytest.approx(0.45)
+    capped = FakeTimer(times, power_w=200.0, throttle_reasons=0x4)
+    measure(_launchers(times), capped, MeasureProtocol(rounds=3, pause_s=0.15, pause_above_w=400.0))
+    assert capped.paused == pytest.approx(0.45)
+
+    class NoTelemetry(FakeTimer):
+        def telemetry(self):
+            return None
+
+    blind = NoTelemetry(times)
+    measure(_launchers(times), blind, MeasureProtocol(rounds=2, pause_s=0.15))
+    assert blind.paused == pytest.approx(0.3), "without telemetry the protocol pauses, as before"
