@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
 from tilecost.config import KernelVariant, TileConfig
@@ -98,11 +99,14 @@ def precompile(
     workers: int | None = None,
     chunk: int = 4,
     on_done: Callable[[int, int], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[tuple[str, str], CompileResult]:
     """Compile every distinct kernel that ``pairs`` need, in ``workers`` processes.
 
     Returns the result for each (problem key, config key) pair; pairs that share a specialisation
-    pattern share the result of the one that was compiled.
+    pattern share the result of the one that was compiled. Once ``stop`` is set (the sweep will not
+    measure these pairs), tasks not yet started are cancelled, those running finish, and the pairs
+    compiled so far are returned.
     """
     pairs = list(pairs)
     representative: dict[tuple[object, ...], tuple[Problem, TileConfig]] = {}
@@ -124,6 +128,13 @@ def precompile(
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [pool.submit(_compile_chunk, p, keys) for p, keys in tasks]
         for future in futures:
+            while stop is not None and not stop.is_set():
+                done, _ = wait([future], timeout=0.5)
+                if done:
+                    break
+            if stop is not None and stop.is_set():
+                pool.shutdown(wait=True, cancel_futures=True)
+                break
             for result in future.result():
                 compiled[(result.problem_key, result.config_key)] = result
             if on_done:
@@ -131,6 +142,8 @@ def precompile(
 
     out: dict[tuple[str, str], CompileResult] = {}
     for spec, (rep_problem, rep_config) in representative.items():
+        if (rep_problem.key, rep_config.key) not in compiled:  # stopped before it was compiled
+            continue
         result = compiled[(rep_problem.key, rep_config.key)]
         for problem, config in members[spec]:
             out[(problem.key, config.key)] = CompileResult(

@@ -7,6 +7,13 @@ Each finished problem is written as one Parquet file before the next starts
 (:class:`~tilecost.collect.store.DatasetStore`), so a sweep killed at any point loses at most the
 problem in flight, and the same command run again measures exactly what is missing.
 
+Compiling overlaps measuring: while a group is measured, the next group's kernels are compiled in a
+background thread (which drives the worker processes), so a sweep costs about the larger of the two
+rather than their sum; ``compile_seconds`` counts only the time the sweep *waited* for a compile. With
+``first_group`` (a shard's index) the group order is rotated, so that the sweeps of several GPUs on one
+host start on different patterns and find each other's kernels in the shared Triton cache instead of
+compiling the same pattern side by side.
+
 Crash isolation. Measuring happens in a child process (the "backend"). Before each configuration's
 first launch the child announces it; a configuration that kills the CUDA context (an illegal
 address) or the process is recorded as ``crashed`` by the parent, the child is restarted, and the
@@ -31,8 +38,10 @@ import json
 import math
 import multiprocessing
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -256,13 +265,17 @@ def run_sweep(
     progress_stream: TextIO | None = sys.stderr,
     precompile_fn: Callable[..., Mapping[tuple[str, str], Any]] | None = None,
     time_budget_s: float | None = None,
+    first_group: int = 0,
 ) -> SweepSummary:
     """Measure every entry not yet in ``store`` for this run id; see the module docstring.
 
     ``precompile_fn`` (default: :func:`tilecost.collect.compile.precompile` for the CUDA backend,
-    none otherwise) compiles a group's kernels ahead of measuring. With ``time_budget_s`` no new
-    problem is started once that many seconds have passed (the rest is left for the next run, which
-    resumes); groups with the most problems go first, so a budget buys the most problems per compile.
+    none otherwise) compiles a group's kernels ahead of measuring, the next group's while this one is
+    measured; it is called as ``precompile_fn(pairs, workers=..., stop=event)`` and should return
+    early once ``event`` is set. With ``time_budget_s`` no new problem is started once that many
+    seconds have passed (the rest is left for the next run, which resumes); groups with the most
+    problems go first, so a budget buys the most problems per compile. ``first_group`` rotates that
+    order (a shard's index: see the module docstring).
     """
     started = time.monotonic()
     run_id = settings.resolved_run_id()
@@ -287,27 +300,41 @@ def run_sweep(
     for item in todo:
         sizes[group_of(item)] = sizes.get(group_of(item), 0) + 1
     todo.sort(key=lambda item: (-sizes[group_of(item)], group_of(item)))
+    batches: list[list[tuple[PlanEntry, list[TileConfig], float]]] = []
+    for item in todo:
+        if batches and group_of(batches[-1][0]) == group_of(item):
+            batches[-1].append(item)
+        else:
+            batches.append([item])
+    if batches and first_group % len(batches):
+        shift = first_group % len(batches)
+        batches = batches[shift:] + batches[:shift]
     progress = Progress(len(todo), sum(len(c) for _, c, _ in todo), progress_stream) if progress_stream else None
     child: _Child | None = None
+    compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilecost-compile")
+    stop_compiling = threading.Event()
+    pending: Future[Mapping[tuple[str, str], Any]] | None = None
+
+    def start_compile(index: int) -> Future[Mapping[tuple[str, str], Any]] | None:
+        if precompile_fn is None or index >= len(batches):
+            return None
+        pairs = [(e.problem, c) for e, cs, _ in batches[index] for c in cs]
+        if progress:
+            progress.update(0, 0, f"compiling {len(pairs)} pairs of pattern {group_of(batches[index][0])}")
+        return compiler.submit(precompile_fn, pairs, workers=settings.workers, stop=stop_compiling)
+
     try:
-        i = 0
-        while i < len(todo):
+        pending = start_compile(0)
+        for index, batch in enumerate(batches):
             if time_budget_s is not None and time.monotonic() - started > time_budget_s:
                 summary.stopped_early = True
                 break
-            group = group_of(todo[i])
-            j = i
-            while j < len(todo) and group_of(todo[j]) == group:
-                j += 1
-            batch = todo[i:j]
             compiled: Mapping[tuple[str, str], Any] = {}
-            if precompile_fn is not None:
+            if pending is not None:
                 t0 = time.monotonic()
-                pairs = [(e.problem, c) for e, cs, _ in batch for c in cs]
-                if progress:
-                    progress.update(0, 0, f"compiling {len(pairs)} pairs of pattern {group}")
-                compiled = precompile_fn(pairs, workers=settings.workers)
+                compiled = pending.result()
                 summary.compile_seconds += time.monotonic() - t0
+            pending = start_compile(index + 1)
             for entry, configs, fraction in batch:
                 if time_budget_s is not None and time.monotonic() - started > time_budget_s:
                     summary.stopped_early = True
@@ -332,10 +359,15 @@ def run_sweep(
                 summary.measure_seconds += time.monotonic() - t0
                 if progress:
                     progress.update(1, len(configs), entry.problem.key)
-            i = j
+            if summary.stopped_early:
+                break
     finally:
         if child is not None:
             child.close()
+        # A compile started for a group the sweep will not reach (time budget, an error) is told to
+        # stop: it finishes the kernels in flight, which stay in Triton's cache for the next run.
+        stop_compiling.set()
+        compiler.shutdown(wait=True, cancel_futures=True)
         if progress:
             progress.close()
     return summary

@@ -218,3 +218,60 @@ def test_a_dataset_behind_a_pyarrow_filesystem_uri_is_written_read_and_resumed(t
     assert uri_store._local
     run_sweep(_entries()[:1], uri_store, _settings(), progress_stream=None)
     assert DatasetStore(tmp_path / "ds").files("h200") == uri_store.files("h200")
+
+
+# ----------------------------------------------------------------- compiling beside measuring
+def _recording_precompile(store, calls, block_after=None):
+    """A stand-in for the parallel compiler: records which pattern it was asked for and how many
+    problems the dataset held at that moment; marks one config of each pair list as a compile error."""
+    from tilecost.collect.compile import CompileResult, problem_pattern
+    from tilecost.measurement import Status
+
+    def precompile(pairs, workers=None, stop=None):
+        patterns = sorted({problem_pattern(p) for p, _ in pairs})
+        calls.append({"patterns": patterns, "files_then": len(store.files("h200")), "stop": stop})
+        if block_after is not None and len(calls) > block_after:
+            stop.wait(timeout=30)  # the sweep must set it when it will not measure these pairs
+            return {}
+        problem, config = pairs[0]
+        failed = CompileResult(problem.key, config.key, Status.COMPILE_ERROR, error="stand-in")
+        return {(problem.key, config.key): failed}
+
+    return precompile
+
+
+def test_the_next_group_compiles_while_this_one_is_measured(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", "0.3")
+    store = DatasetStore(tmp_path)
+    calls: list[dict] = []
+    summary = run_sweep(_entries(), store, _settings(), progress_stream=None,
+                        precompile_fn=_recording_precompile(store, calls))  # fmt: skip
+    assert summary.problems_done == 3
+    # two patterns: bf16-nt-16-16 (two problems, first) and fp16-nn-x-x
+    assert [c["patterns"] for c in calls] == [["bf16-nt-16-16"], ["fp16-nn-x-x"]]
+    assert calls[1]["files_then"] < 2, "the second group was compiled only after the first was measured"
+    df = store.read("h200").to_pandas()
+    errors = df[df.status == "compile_error"]
+    assert len(errors) == 2 and set(errors.error) == {"stand-in"}, "each group's compile results reach its rows"
+
+
+def test_a_sweep_that_stops_early_stops_the_compile_it_started_ahead(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", "0.3")
+    store = DatasetStore(tmp_path)
+    calls: list[dict] = []
+    t0 = time.monotonic()
+    summary = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=0.1,
+                        precompile_fn=_recording_precompile(store, calls, block_after=1))  # fmt: skip
+    assert summary.stopped_early and summary.problems_done >= 1
+    assert len(calls) == 2 and calls[1]["stop"].is_set()
+    assert time.monotonic() - t0 < 20, "the sweep waited for a compile it did not need"
+
+
+def test_a_shard_index_rotates_the_group_order(tmp_path):
+    for first_group, expected in ((0, "bf16-nt-16-16"), (1, "fp16-nn-x-x"), (2, "bf16-nt-16-16")):
+        store = DatasetStore(tmp_path / str(first_group))
+        calls: list[dict] = []
+        run_sweep(_entries(), store, _settings(), progress_stream=None, first_group=first_group,
+                  precompile_fn=_recording_precompile(store, calls))  # fmt: skip
+        assert calls[0]["patterns"] == [expected]
+        assert sorted(c["patterns"][0] for c in calls) == ["bf16-nt-16-16", "fp16-nn-x-x"]

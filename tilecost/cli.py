@@ -82,9 +82,11 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     if args.gpus is not None and args.gpus != 1:
         return _fan_out_gpus(args.gpus, args.argv)
     shard_spec = args.shard or shard_from_env()
+    first_group = 0
     if shard_spec:
         i, _, n = shard_spec.partition("/")
         entries = shard(entries, int(i), int(n))
+        first_group = int(i)
     if args.max_problems is not None:
         entries = entries[: args.max_problems]
     settings = SweepSettings(
@@ -98,7 +100,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         run_id=args.run_id,
     )
     print(f"plan: {len(entries)} problems {describe(entries)}; run id {settings.resolved_run_id()}", file=sys.stderr)
-    summary = run_sweep(entries, DatasetStore(args.dataset), settings, time_budget_s=args.time_budget_s)
+    summary = run_sweep(entries, DatasetStore(args.dataset), settings, time_budget_s=args.time_budget_s,
+                        first_group=first_group)  # fmt: skip
     print(f"{summary.line()}; dataset {args.dataset}")
     return 0
 

@@ -263,7 +263,8 @@ def step_collect(night: NightContext, entries: list[PlanEntry]) -> StepOutcome:
         line, complete = _collect_on_gpus(night, store, mine)
         record = {"line": line, "complete": complete, "problems": len(mine)}
     else:
-        summary = run_sweep(mine, store, settings, progress_stream=night.stream, time_budget_s=s.time_budget_s)
+        summary = run_sweep(mine, store, settings, progress_stream=night.stream, time_budget_s=s.time_budget_s,
+                            first_group=s.shard[0] if s.shard is not None else 0)  # fmt: skip
         complete = not summary.stopped_early
         record = {"line": summary.line(), "complete": complete, "problems": len(mine), "done": summary.problems_done,
                   "skipped": summary.problems_skipped, "rows": summary.rows, "status_counts": summary.status_counts,
