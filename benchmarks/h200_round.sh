@@ -33,7 +33,7 @@ for step in "$@"; do
     case $step in
     tests)
         say "gpu tests"
-        TILECOST_DEVICE=cuda timeout 150 python3 -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tail -8 | tee -a "$LOG" ;;
+        TILECOST_DEVICE=cuda timeout 300 python3 -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tail -8 | tee -a "$LOG" ;;
     seed)
         say "seed-figure problems (BLOCK_K=64, every candidate)"
         timeout 200 tilecost collect --plan datasets/plans/seed_figure.json --dataset datasets/measurements \
