@@ -232,6 +232,7 @@ class Predictor:
         directory = _artifact_directory(source)
         metadata, blobs = load_artifact(directory, FEATURE_NAMES, FEATURE_SCHEMA_VERSION)
         ensemble = TreeEnsemble.from_json(blobs[MODEL_FILE], tuple(metadata.feature_names))
+        _ = ensemble.compiled  # with numba: import it and compile (or load) the kernel now, not mid-query
         spec = load_device(metadata.device_class if device is None else device)
         if triton_version == _DETECT:
             triton_version = _installed_triton()
@@ -258,7 +259,9 @@ class Predictor:
         return group
 
     def _build_group(self, dtype: DType, layout: Layout) -> _Group:
-        scorer = GroupScorer.build(self.device, dtype, layout, self.metadata.target, self.ensemble.predict)
+        scorer = GroupScorer.build(
+            self.device, dtype, layout, self.metadata.target, self.ensemble.predict, self.ensemble.compiled
+        )
         name = f"{dtype.value}-{layout.value}"
         shortlist = self._shortlists.get(name)
         if shortlist is not None:
