@@ -22,7 +22,7 @@ import functools
 import importlib
 import importlib.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ from .feasibility import SpaceColumns, problem_limits
 if TYPE_CHECKING:
     from .trees import TreeEnsemble
 
-__all__ = ["JIT_ENV", "CompiledShortlist", "CompiledTrees", "jit_enabled"]
+__all__ = ["JIT_ENV", "CompiledShortlist", "CompiledTrees", "compiled_distance", "jit_enabled"]
 
 # TILECOST_JIT=0 (or false/no/off) keeps the numpy path even where numba is installed.
 JIT_ENV = "TILECOST_JIT"
@@ -68,6 +68,16 @@ def jit_enabled() -> bool:
 @functools.cache
 def _kernels() -> ModuleType:
     return importlib.import_module("tilecost.predict.jit_kernels")
+
+
+def compiled_distance() -> Any:
+    """The compiled :func:`~tilecost.predict.ood._kth_distance` (``kernel(points, q0, q1, q2,
+    neighbours)``), compiled or loaded now; None where the path is off."""
+    if not jit_enabled():
+        return None
+    kernel = _kernels().kth_distance
+    kernel(np.zeros((1, 3)), 0.0, 0.0, 0.0, 1)
+    return kernel
 
 
 def _frozen(array: NDArray[Any]) -> NDArray[Any]:
@@ -151,19 +161,27 @@ class CompiledShortlist:
     space_ints: NDArray[np.int64]
     config_columns: NDArray[np.float64]
     device_values: NDArray[np.float64]
+    # Per dtype the device rates, once: (in bytes, out bytes, peak FLOP/s, index in DTYPES).
+    dtype_values: dict[Any, tuple[float, float, float, float]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, trees: CompiledTrees, columns: SpaceColumns, features: ConfigFeatures) -> CompiledShortlist:
         ints = np.stack([columns.block_m, columns.block_n, columns.block_k, columns.group_m, columns.split_k,
                          columns.is_tma.astype(np.int64)], axis=1)  # fmt: skip
         device = features.device
+        rates = {}
+        for i, dtype in enumerate(DTYPES):
+            if dtype in device.peak_dense_tflops:
+                rates[dtype] = (float(dtype.in_bytes), float(dtype.out_bytes), device.peak_flops_per_s(dtype), float(i))
         return cls(trees, device, _frozen(ints.astype(np.int64)), _frozen(features.columns.astype(np.float64)),
-                   _frozen(np.array([device.sm_count, device.hbm_bytes_per_s], dtype=np.float64)))  # fmt: skip
+                   _frozen(np.array([device.sm_count, device.hbm_bytes_per_s], dtype=np.float64)), rates)  # fmt: skip
 
     def _problem(self, problem: Problem) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         dtype = problem.dtype
-        values = np.array([problem.m, problem.n, problem.k, dtype.in_bytes, dtype.out_bytes,
-                           self.device.peak_flops_per_s(dtype), DTYPES.index(dtype)], dtype=np.float64)  # fmt: skip
+        rates = self.dtype_values.get(dtype)
+        if rates is None:  # a dtype this device has no rate for: the error feature_matrix would give
+            rates = (dtype.in_bytes, dtype.out_bytes, self.device.peak_flops_per_s(dtype), DTYPES.index(dtype))
+        values = np.array((problem.m, problem.n, problem.k, *rates), dtype=np.float64)
         max_m, max_n, max_k, tma_ok, split_k_tiles = problem_limits(problem, self.device)
         limits = np.array([problem.m, problem.n, problem.k, max_m, max_n, max_k, tma_ok, split_k_tiles,
                            problem.layout is Layout.NT], dtype=np.int64)  # fmt: skip

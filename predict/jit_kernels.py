@@ -6,6 +6,8 @@ reference it is tested against (tests/test_predict_jit.py):
 
 * :func:`walk_trees` is :meth:`tilecost.predict.trees.TreeEnsemble.predict_numpy`; it returns the
   same bits (both sum the reached float32 leaf values in float64, where 300 such sums are exact);
+* :func:`kth_distance` is :func:`tilecost.predict.ood._kth_distance` (the same squares summed in the
+  same order, the same bits);
 * :func:`shortlist_features` is :func:`tilecost.predict.feasibility.feasible_mask` followed by
   :func:`tilecost.features.feature_matrix` on the feasible members. The numpy functions stay the
   single definition of the features (training uses only them); this is a transcription of their
@@ -28,7 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["LANES", "score_shortlist", "shortlist_features", "walk_trees"]
+__all__ = ["LANES", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
 
 LANES = 16
 _SHIFT = np.uint64(6)
@@ -184,3 +186,21 @@ def score_shortlist(  # type: ignore[no-untyped-def]
     keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
     x32 = x.astype(np.float32)
     return keep, x, walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
+
+
+@numba.njit(cache=True, nogil=True)
+def kth_distance(points, q0, q1, q2, neighbours):  # type: ignore[no-untyped-def]
+    """Euclidean distance from (q0, q1, q2) to the ``neighbours``-th nearest row of ``points``."""
+    count = points.shape[0]
+    if count == 0:
+        return np.inf
+    squared = np.empty(count)
+    for i in range(count):
+        a = points[i, 0] - q0
+        b = points[i, 1] - q1
+        c = points[i, 2] - q2
+        squared[i] = a * a + b * b + c * c
+    if neighbours == 1:
+        return np.sqrt(squared.min())
+    kth = min(neighbours, count) - 1
+    return np.sqrt(np.partition(squared, kth)[kth])

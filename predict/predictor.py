@@ -244,7 +244,7 @@ class Predictor:
             )
         measured = _read_measured(blobs.get(MEASURED_FILE))
         groups, shortlists, rules = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
-        ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules)
+        ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules).with_compiled_distance()
         if shortlist_width is not None and (isinstance(shortlist_width, bool) or shortlist_width < 1):
             raise ValueError(f"shortlist_width={shortlist_width!r} is not allowed; use an int >= 1 or None")
         return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,

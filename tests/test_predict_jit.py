@@ -163,3 +163,35 @@ def test_compiled_and_numpy_predictors_give_the_same_answers(monkeypatch: pytest
     assert [p.config for p in ranked] == [
         p.config for p in reference.rank((3000, 5000, 700), 5, exhaustive=True, measured=False)
     ]
+
+
+@needs_numba
+def test_the_compiled_neighbour_distance_is_the_numpy_one_bit_for_bit():
+    from tilecost.predict.jit import compiled_distance
+    from tilecost.predict.ood import _kth_distance
+
+    kernel = compiled_distance()
+    rng = np.random.default_rng(7)
+    for count in (0, 1, 2, 5, 111, 400):
+        points = rng.uniform(0, 17, size=(count, 3))
+        for _ in range(25):
+            query = rng.uniform(-2, 20, size=3)
+            for neighbours in (1, 2, 3, 10):
+                expected = _kth_distance(points, query, neighbours)
+                got = kernel(points, float(query[0]), float(query[1]), float(query[2]), neighbours)
+                assert got == expected or (np.isinf(got) and np.isinf(expected))
+
+
+@needs_numba
+def test_a_checker_with_the_compiled_distance_gives_the_same_verdicts(artifact):
+    plain = Predictor.load(artifact).ood
+    assert plain.distance_kernel is not None, "Predictor.load uses the compiled distance where numba is"
+    import dataclasses
+
+    numpy_only = dataclasses.replace(plain, distance_kernel=None)
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        m, n, k = (int(2 ** rng.uniform(0, 17)) for _ in range(3))
+        for dtype in (DType.BF16, DType.FP16, DType.FP8):
+            problem = Problem(max(m, 1), max(n, 1), max(k, 1), dtype, Layout.NT)
+            assert plain.verdict(problem) == numpy_only.verdict(problem)
