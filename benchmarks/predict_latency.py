@@ -78,12 +78,17 @@ print(json.dumps({{"import_s": t1 - t0, "load_s": t2 - t1, "first_query_s": t3 -
 
 
 def breakdown(predictor: Any, problems: list[Any]) -> dict[str, float]:
-    """Median µs of each step of a new-shape query at the predictor's width (``Predictor._answer``)."""
+    """Median µs of each step of a new-shape query at the predictor's width (``Predictor._answer``).
+
+    With the compiled path (numba), mask, features and trees are one kernel call, timed as
+    ``compiled_score``; the numpy steps are then timed too, for comparison (``numpy_*``)."""
     from tilecost.features import feature_matrix
     from tilecost.predict.feasibility import feasible_mask
 
     group = predictor._group(problems[0].dtype, problems[0].layout)
-    steps: dict[str, list[float]] = {k: [] for k in ("ood_verdict", "shortlist", "feasible_mask", "features", "trees")}
+    compiled = group.scorer.compiled
+    names = ("ood_verdict", "shortlist", "feasible_mask", "features", "trees", "compiled_score")
+    steps: dict[str, list[float]] = {k: [] for k in names}
     rows = []
     for problem in problems:
         clock = time.perf_counter_ns
@@ -96,12 +101,19 @@ def breakdown(predictor: Any, problems: list[Any]) -> dict[str, float]:
         t3 = clock()
         x = feature_matrix(problem, candidates.features.take(mask), predictor.device)
         t4 = clock()
-        predictor.ensemble.predict(x)
+        predictor.ensemble.predict_numpy(x)
         t5 = clock()
-        for key, (a, b) in zip(steps, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)), strict=True):
+        if compiled is not None:
+            compiled.score(problem, candidates.indices)
+        t6 = clock()
+        for key, (a, b) in zip(steps, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6)), strict=True):
             steps[key].append((b - a) / 1e3)
         rows.append(len(x))
     out = {key: round(statistics.median(values), 1) for key, values in steps.items()}
+    if compiled is None:
+        del out["compiled_score"]
+    else:
+        out = {("numpy_" + k if k in names[2:5] else k): v for k, v in out.items()}
     out["rows_scored_mean"] = round(float(np.mean(rows)), 1)
     return out
 
@@ -193,6 +205,7 @@ def main() -> int:
     report["artifact"] = str(artifact)
     predictor = Predictor.load(artifact)
     report["model"] = {"trees": predictor.ensemble.num_trees, "depth": predictor.ensemble.depth}
+    report["compiled_path"] = predictor.ensemble.compiled is not None  # numba installed and TILECOST_JIT not 0
     # Only the (dtype, layout) groups the artifact was trained on: held-out problems of other groups (the
     # dataset grows ahead of the shipped model) are reported apart, as counts of flagged answers.
     groups = set(predictor._group_specs) or {"bf16-nt"}

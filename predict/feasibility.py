@@ -22,7 +22,7 @@ from tilecost.device import DeviceSpec
 from tilecost.problem import DType, Problem
 from tilecost.space import BLOCK_K, BLOCK_K_FP8, BLOCK_MN, SPLIT_K_MAX_WAVES, tma_aligned
 
-__all__ = ["SpaceColumns", "feasible_mask"]
+__all__ = ["SpaceColumns", "feasible_mask", "problem_limits"]
 
 I64 = NDArray[np.int64]
 
@@ -68,6 +68,20 @@ def _fit(extent: int, options: tuple[int, ...]) -> int:
     return next((o for o in options if o >= extent), options[-1])
 
 
+def problem_limits(problem: Problem, device: DeviceSpec) -> tuple[int, int, int, bool, int]:
+    """The problem's side of :func:`feasible_mask`'s rules: the largest BLOCK_M, BLOCK_N and BLOCK_K
+    allowed, whether tensor-descriptor configurations are, and the grid size (tiles) from which
+    split-K is refused. Shared by the compiled path (:mod:`tilecost.predict.jit`)."""
+    block_ks = BLOCK_K_FP8 if problem.dtype is DType.FP8 else BLOCK_K
+    return (
+        _fit(problem.m, BLOCK_MN),
+        _fit(problem.n, BLOCK_MN),
+        _fit(problem.k, block_ks),
+        tma_aligned(problem),
+        SPLIT_K_MAX_WAVES * device.sm_count,
+    )
+
+
 def feasible_mask(problem: Problem, space: SpaceColumns, device: DeviceSpec) -> NDArray[np.bool_]:
     """True where :func:`tilecost.space.problem_infeasibility` returns ``None`` for that configuration.
 
@@ -79,14 +93,14 @@ def feasible_mask(problem: Problem, space: SpaceColumns, device: DeviceSpec) -> 
     Integer arithmetic: ``ceil(a / b)`` is ``-(-a // b)``, exact for every extent up to 2**31.
     """
     m, n, k = problem.m, problem.n, problem.k
-    block_ks = BLOCK_K_FP8 if problem.dtype is DType.FP8 else BLOCK_K
+    max_m, max_n, max_k, tma_ok, split_k_tiles = problem_limits(problem, device)
     bm, bn, bk = space.block_m, space.block_n, space.block_k
     grid_m = -(-m // bm)
     grid_n = -(-n // bn)
-    ok = (bm <= _fit(m, BLOCK_MN)) & (bn <= _fit(n, BLOCK_MN)) & (bk <= _fit(k, block_ks))
+    ok = (bm <= max_m) & (bn <= max_n) & (bk <= max_k)
     ok &= space.split_k <= -(-k // bk)
-    ok &= (space.split_k == 1) | (grid_m * grid_n < SPLIT_K_MAX_WAVES * device.sm_count)
+    ok &= (space.split_k == 1) | (grid_m * grid_n < split_k_tiles)
     ok &= (space.group_m == 1) | ((grid_m > 1) & (grid_n > 1))
-    if not tma_aligned(problem):
+    if not tma_ok:
         ok &= ~space.is_tma
     return ok

@@ -46,7 +46,7 @@ import enum
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -204,6 +204,21 @@ class OODChecker:
     neighbours: int
     static_reasons: tuple[OODReason, ...] = ()  # device or Triton mismatch, the same for every query
     rules: tuple[FlagRule, ...] = ()  # model-side rules (predictor.json's "ood")
+    distance_kernel: Any = field(default=None, repr=False)  # the compiled _kth_distance, if any
+    _bounds: dict[str, tuple[tuple[float, ...], ...]] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # The range check's bounds as Python floats, per group, once (not per query).
+        bounds = {g: (tuple(self.log2_min[g].tolist()), tuple(self.log2_max[g].tolist())) for g in self.log2_min}
+        object.__setattr__(self, "_bounds", bounds)
+
+    def with_compiled_distance(self) -> OODChecker:
+        """This checker with the neighbour distance computed by the compiled path's kernel
+        (:func:`tilecost.predict.jit.compiled_distance`, the same bits); unchanged without numba."""
+        from .jit import compiled_distance
+
+        kernel = compiled_distance()
+        return self if kernel is None else dataclasses.replace(self, distance_kernel=kernel)
 
     def with_rules(self, rules: Sequence[FlagRule]) -> OODChecker:
         """This checker with the rules export fitted. A rule on ``neighbour_distance_log2`` is a
@@ -264,13 +279,18 @@ class OODChecker:
             reasons.append(OODReason.UNSEEN_LAYOUT)
         group = f"{problem.dtype.value}-{problem.layout.value}"
         query = (math.log2(problem.m), math.log2(problem.n), math.log2(problem.k))
-        low, high = self.log2_min.get(group, self.log2_min["*"]), self.log2_max.get(group, self.log2_max["*"])
-        if any(not lo <= q <= hi for q, lo, hi in zip(query, low.tolist(), high.tolist(), strict=True)):
+        low, high = self._bounds.get(group) or self._bounds["*"]
+        if any(not lo <= q <= hi for q, lo, hi in zip(query, low, high, strict=True)):
             reasons.append(OODReason.DIM_OUTSIDE_TRAINING_RANGE)
         points = self.points.get(group)
         # No training problem of this dtype and layout (fp16 seen with nt only, asked with nn): no
         # neighbour at all, an infinite distance, flagged like any sparse neighbourhood.
-        distance = math.inf if points is None else _kth_distance(points, np.array(query), self.neighbours)
+        if points is None:
+            distance = math.inf
+        elif self.distance_kernel is not None:
+            distance = float(self.distance_kernel(points, *query, self.neighbours))
+        else:
+            distance = _kth_distance(points, np.array(query), self.neighbours)
         if distance > self.sparse_distance_log2:
             reasons.append(OODReason.SPARSE_NEIGHBOURHOOD)
         if len(reasons) > 1:

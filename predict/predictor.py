@@ -232,6 +232,7 @@ class Predictor:
         directory = _artifact_directory(source)
         metadata, blobs = load_artifact(directory, FEATURE_NAMES, FEATURE_SCHEMA_VERSION)
         ensemble = TreeEnsemble.from_json(blobs[MODEL_FILE], tuple(metadata.feature_names))
+        _ = ensemble.compiled  # with numba: import it and compile (or load) the kernel now, not mid-query
         spec = load_device(metadata.device_class if device is None else device)
         if triton_version == _DETECT:
             triton_version = _installed_triton()
@@ -243,7 +244,7 @@ class Predictor:
             )
         measured = _read_measured(blobs.get(MEASURED_FILE))
         groups, shortlists, rules = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
-        ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules)
+        ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules).with_compiled_distance()
         if shortlist_width is not None and (isinstance(shortlist_width, bool) or shortlist_width < 1):
             raise ValueError(f"shortlist_width={shortlist_width!r} is not allowed; use an int >= 1 or None")
         return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,
@@ -258,7 +259,9 @@ class Predictor:
         return group
 
     def _build_group(self, dtype: DType, layout: Layout) -> _Group:
-        scorer = GroupScorer.build(self.device, dtype, layout, self.metadata.target, self.ensemble.predict)
+        scorer = GroupScorer.build(
+            self.device, dtype, layout, self.metadata.target, self.ensemble.predict, self.ensemble.compiled
+        )
         name = f"{dtype.value}-{layout.value}"
         shortlist = self._shortlists.get(name)
         if shortlist is not None:

@@ -7,14 +7,19 @@ shortlist) for a problem: mask the infeasible, build the features with
 :func:`~tilecost.features.feature_matrix` (the function training used), evaluate the trees and turn
 the model's target back into microseconds. :meth:`GroupScorer.top_configs` does the same for many
 problems in large batches, which is how export ranks its sample shapes.
+
+With the compiled path (:mod:`tilecost.predict.jit`: numba installed), :meth:`GroupScorer.times_us`
+masks, featurises and scores a candidate set in one kernel call; the kernel reads the space's
+columns by index, so a shortlist's :class:`CandidateSet` then never cuts its own columns.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -26,6 +31,7 @@ from tilecost.problem import DType, Layout, Problem
 from tilecost.space import config_space
 
 from .feasibility import SpaceColumns, feasible_mask
+from .jit import CompiledShortlist, CompiledTrees
 
 __all__ = ["CandidateSet", "GroupScorer", "Scorer", "times_from_target"]
 
@@ -53,11 +59,25 @@ def times_from_target(target: str, predictions: ArrayLike, features: NDArray[np.
 
 @dataclass(frozen=True, eq=False)
 class CandidateSet:
-    """Some configurations of a group's space: their space indices and precomputed columns."""
+    """Some configurations of a group's space: their space indices and precomputed columns.
+
+    Built from the whole space's columns (``space_columns``, ``space_features``) and cut on first
+    use of :attr:`columns` or :attr:`features` (the compiled path never uses them)."""
 
     indices: NDArray[np.intp]
-    columns: SpaceColumns
-    features: ConfigFeatures
+    space_columns: SpaceColumns = field(repr=False)
+    space_features: ConfigFeatures = field(repr=False)
+    whole: bool = False
+
+    @functools.cached_property
+    def columns(self) -> SpaceColumns:
+        """The integer columns of these candidates (:func:`feasible_mask`'s input)."""
+        return self.space_columns if self.whole else self.space_columns.take(self.indices)
+
+    @functools.cached_property
+    def features(self) -> ConfigFeatures:
+        """The problem-independent feature columns of these candidates."""
+        return self.space_features if self.whole else self.space_features.take(self.indices)
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,9 +91,20 @@ class GroupScorer:
     everything: CandidateSet
     target: str
     scorer: Scorer
+    compiled: CompiledShortlist | None = None
 
     @classmethod
-    def build(cls, device: DeviceSpec, dtype: DType, layout: Layout, target: str, scorer: Scorer) -> GroupScorer:
+    def build(
+        cls,
+        device: DeviceSpec,
+        dtype: DType,
+        layout: Layout,
+        target: str,
+        scorer: Scorer,
+        compiled_trees: CompiledTrees | None = None,
+    ) -> GroupScorer:
+        """The group's space and columns; with ``compiled_trees`` (the scorer's trees, compiled),
+        :meth:`times_us` takes the compiled path."""
         space = config_space(device, dtype, layout)
         columns = SpaceColumns.from_configs(space)
         arrays = ConfigArrays(
@@ -82,16 +113,20 @@ class GroupScorer:
             num_stages=np.array([c.num_stages for c in space]), is_tma=columns.is_tma,
         )  # fmt: skip
         features = ConfigFeatures.build(arrays, device, dtype)
-        everything = CandidateSet(np.arange(len(space), dtype=np.intp), columns, features)
-        return cls(device, dtype, layout, space, everything, target, scorer)
+        everything = CandidateSet(np.arange(len(space), dtype=np.intp), columns, features, whole=True)
+        compiled = None if compiled_trees is None else CompiledShortlist.build(compiled_trees, columns, features)
+        return cls(device, dtype, layout, space, everything, target, scorer, compiled)
 
     def subset(self, indices: Sequence[int] | NDArray[np.intp]) -> CandidateSet:
         """A candidate set of the given space indices (ascending)."""
         index = np.asarray(indices, dtype=np.intp)
-        return CandidateSet(index, self.everything.columns.take(index), self.everything.features.take(index))
+        return CandidateSet(index, self.everything.columns, self.everything.features)
 
     def times_us(self, problem: Problem, candidates: CandidateSet) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
         """Space indices of the feasible members of ``candidates`` and their predicted times in µs."""
+        if self.compiled is not None:
+            indices, x, predictions = self.compiled.score(problem, candidates.indices)
+            return indices, times_from_target(self.target, predictions, x)
         mask = feasible_mask(problem, candidates.columns, self.device)
         features = candidates.features
         if len(features) > 4 * int(mask.sum()) + 64:  # mostly infeasible: cut before the features

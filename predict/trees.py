@@ -25,6 +25,10 @@ features as whole columns. numpy's gathers cost ~0.6 ns per element on this 2-co
 trees of depth 8 take ~40 µs for one row and ~7.5 µs per further row (xgboost's own C++
 predictor: ~4 µs per row on one thread); rows with NaN take the slower path that honours
 ``default_left``.
+
+Where numba is installed, :meth:`TreeEnsemble.predict` hands the rows to the compiled walk of
+:mod:`tilecost.predict.jit` instead (57 µs for 20 rows of that model, the same bits);
+:meth:`TreeEnsemble.predict_numpy` is this module's walk, the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from tilecost.errors import ArtifactError
+
+if TYPE_CHECKING:
+    from .jit import CompiledTrees
 
 __all__ = ["IDENTITY_OBJECTIVES", "TreeEnsemble"]
 
@@ -158,12 +165,32 @@ class TreeEnsemble:
         """The roots' features, thresholds and left children, for the first step."""
         return self.feature[self.roots], self.threshold[self.roots], self.left[self.roots]
 
+    @functools.cached_property
+    def compiled(self) -> CompiledTrees | None:
+        """The compiled evaluator (:mod:`tilecost.predict.jit`), or None without numba or with
+        ``TILECOST_JIT=0``; decided, and compiled, on first use."""
+        from .jit import CompiledTrees
+
+        return CompiledTrees.from_ensemble(self)
+
     def predict(self, features: NDArray[np.floating[Any]]) -> NDArray[np.float64]:
-        """Predictions for the rows of ``features`` (rows × num_features), float64 of float32 sums."""
+        """Predictions for the rows of ``features`` (rows × num_features), float64 of float32 sums:
+        compiled where :attr:`compiled` is available, else :meth:`predict_numpy`."""
+        x = self._rows(features)
+        compiled = self.compiled
+        if compiled is not None:
+            return compiled.predict(x)
+        return self.predict_numpy(x)
+
+    def _rows(self, features: NDArray[np.floating[Any]]) -> NDArray[Any]:
         x = np.asarray(features)
         if x.ndim != 2 or x.shape[1] != self.num_features:
             raise ValueError(f"features must have shape (rows, {self.num_features}), got {x.shape}")
-        x = np.ascontiguousarray(x, dtype=np.float32)
+        return x
+
+    def predict_numpy(self, features: NDArray[np.floating[Any]]) -> NDArray[np.float64]:
+        """:meth:`predict` by the numpy level-wise walk (the reference of the compiled one)."""
+        x = np.ascontiguousarray(self._rows(features), dtype=np.float32)
         if len(x) <= _BLOCK_ROWS:
             return self._predict_block(x)
         return np.concatenate([self._predict_block(x[i : i + _BLOCK_ROWS]) for i in range(0, len(x), _BLOCK_ROWS)])

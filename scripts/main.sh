@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[train]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[train,fast]'
 .venv/bin/tilecost train --device-class h200 --no-export "$@"
 for shape in "4096 4096 4096" "24 14336 4096" "3000 5000 777" "1 4096 262144"; do
     .venv/bin/tilecost predict $shape --top 3

@@ -8,7 +8,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # torch 2.13.0 is the CPU wheel this machine's pip finds locally (any other version downloads a CUDA build of
 # several GB); the CPU suite needs torch only to run the kernels under the interpreter.
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,train,gpu]' 'torch==2.13.0'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,train,gpu,fast]' 'torch==2.13.0'
 # tests/test_report.py checks `tilecost report`'s page in a real headless Chromium (Debian's package; playwright,
 # from the dev extra, drives it). Installing it took 19 s here (apt-get update included); without root or
 # apt-get, or offline, the test skips and says why.

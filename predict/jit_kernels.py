@@ -1,0 +1,206 @@
+"""The numba kernels of the predictor's compiled path: tree walking, and one shortlist's scoring.
+
+Imported only by :mod:`tilecost.predict.jit`, and only when numba is installed and enabled:
+``import numba`` costs ~0.2 s, which plain ``import tilecost`` must not pay. Every kernel has a numpy
+reference it is tested against (tests/test_predict_jit.py):
+
+* :func:`walk_trees` is :meth:`tilecost.predict.trees.TreeEnsemble.predict_numpy`; it returns the
+  same bits (both sum the reached float32 leaf values in float64, where 300 such sums are exact);
+* :func:`kth_distance` is :func:`tilecost.predict.ood._kth_distance` (the same squares summed in the
+  same order, the same bits);
+* :func:`shortlist_features` is :func:`tilecost.predict.feasibility.feasible_mask` followed by
+  :func:`tilecost.features.feature_matrix` on the feasible members. The numpy functions stay the
+  single definition of the features (training uses only them); this is a transcription of their
+  formulas in the same floating-point order, for the ~20 rows of one query, where numpy spends a
+  microsecond per operation on dispatch. Any formula change there must be made here too, and the
+  test of equality on random problems and the whole candidate space says so when it is not.
+
+Tree layout (built by :func:`tilecost.predict.jit.compile_trees`): per node one ``uint32`` word
+``left << 6 | feature`` (its right child is ``left + 1``), a float32 threshold (NaN at leaves, so
+that ``x >= threshold`` is false for every x and a leaf keeps the row: a leaf is its own left
+child), the leaf value, and ``default_right`` (where a NaN goes). The roots are padded to a multiple
+of ``LANES`` with a zero-valued leaf, so that every row walks ``LANES`` trees in lockstep: 16
+independent chains of loads keep the core busy where one chain would wait on each load (measured on
+this 2-core EPYC: 300 trees of depth 8, 20 rows, 57 µs with 16 lanes, 178 µs walking one tree at a
+time, 196 µs for the numpy level-wise walk).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["LANES", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
+
+LANES = 16
+_SHIFT = np.uint64(6)
+_MASK = np.uint64(63)
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_row(xr, word, threshold, value, default_right, roots, depth, node):  # type: ignore[no-untyped-def]
+    """Sum of the leaf values row ``xr`` reaches, ``LANES`` trees at a time (``node``: scratch)."""
+    has_nan = False
+    for f in range(xr.shape[0]):
+        if xr[f] != xr[f]:
+            has_nan = True
+    total = 0.0
+    for start in range(0, roots.shape[0], LANES):
+        for j in range(LANES):
+            node[j] = roots[start + j]
+        for _ in range(depth):
+            for j in range(LANES):
+                at = node[j]
+                packed = np.uint64(word[at])
+                feature_value = xr[packed & _MASK]
+                if has_nan and feature_value != feature_value:
+                    right = np.uint64(default_right[at])
+                else:
+                    right = np.uint64(feature_value >= threshold[at])
+                node[j] = (packed >> _SHIFT) + right
+        for j in range(LANES):
+            total += np.float64(value[node[j]])
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_trees(x, word, threshold, value, default_right, roots, depth, base_score):  # type: ignore[no-untyped-def]
+    """Predictions (float64) for the float32 rows of ``x``: ``base_score`` + the reached leaves."""
+    out = np.empty(x.shape[0])
+    node = np.empty(LANES, np.uint64)
+    for r in range(x.shape[0]):
+        out[r] = _walk_row(x[r], word, threshold, value, default_right, roots, depth, node) + base_score
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def shortlist_features(members, problem, limits, space_ints, config_columns, device, layout):  # type: ignore[no-untyped-def]
+    """The feasible ``members`` (space indices) of one problem and their feature rows (float64).
+
+    ``problem``: float64 ``[m, n, k, in_bytes, out_bytes, peak_flops_per_s, dtype code]``;
+    ``limits``: int64 ``[m, n, k, largest BLOCK_M, largest BLOCK_N, largest BLOCK_K, TMA allowed,
+    split-K tile limit, layout is nt]`` (:func:`tilecost.predict.feasibility.problem_limits`); ``space_ints``: int64
+    ``[block_m, block_n, block_k, group_m, split_k, is_tma]`` per configuration of the space;
+    ``config_columns``: the space's ``CONFIG_FEATURES`` columns (``ConfigFeatures.columns``);
+    ``device``: float64 ``[sm_count, hbm_bytes_per_s]``; ``layout``: the feature schema's offsets
+    ``[config start, pair start, blocks_per_sm column, width, dtype columns]``.
+    """
+    mi, ni, ki = limits[0], limits[1], limits[2]
+    keep = np.empty(members.shape[0], np.intp)
+    count = 0
+    for i in range(members.shape[0]):  # feasibility.feasible_mask, rule by rule
+        c = members[i]
+        bm, bn, bk, gm, sk, tma = (space_ints[c, 0], space_ints[c, 1], space_ints[c, 2], space_ints[c, 3],
+                                   space_ints[c, 4], space_ints[c, 5])  # fmt: skip
+        grid_m = -(-mi // bm)
+        grid_n = -(-ni // bn)
+        ok = bm <= limits[3] and bn <= limits[4] and bk <= limits[5]
+        ok = ok and sk <= -(-ki // bk)
+        ok = ok and (sk == 1 or grid_m * grid_n < limits[7])
+        ok = ok and (gm == 1 or (grid_m > 1 and grid_n > 1))
+        ok = ok and (limits[6] != 0 or tma == 0)
+        if ok:
+            keep[count] = c
+            count += 1
+    config_start, pair_start, blocks_column, width, dtypes = layout[0], layout[1], layout[2], layout[3], layout[4]
+    out = np.empty((count, width))
+    m, n, k = problem[0], problem[1], problem[2]
+    in_bytes, out_bytes, peak = problem[3], problem[4], problem[5]
+    sm_count, hbm_bytes_per_s = device[0], device[1]
+    nt = limits[8] != 0
+    # the problem's columns (matrix.feature_matrix's problem_values, in PROBLEM_FEATURES order)
+    b_row = n + (k - n) * (1.0 if nt else 0.0)
+    head = np.empty(config_start)
+    head[0], head[1], head[2], head[3] = np.log2(m), np.log2(n), np.log2(k), in_bytes
+    for d in range(dtypes):
+        head[4 + d] = 1.0 if problem[6] == d else 0.0
+    at = 4 + dtypes
+    head[at] = 1.0 if nt else 0.0
+    head[at + 1] = np.log2(2.0 * m * n * k / ((m * k + k * n) * in_bytes + m * n * out_bytes))
+    head[at + 2], head[at + 3], head[at + 4] = m % 16 == 0, n % 16 == 0, k % 16 == 0
+    head[at + 5], head[at + 6], head[at + 7] = m % 8 == 0, n % 8 == 0, k % 8 == 0
+    head[at + 8] = (k * in_bytes % 16 == 0) and (b_row * in_bytes % 16 == 0) and (n * out_bytes % 16 == 0)
+    mnk = m * n * k
+    for row in range(count):
+        c = keep[row]
+        for j in range(config_start):
+            out[row, j] = head[j]
+        for j in range(pair_start - config_start):
+            out[row, config_start + j] = config_columns[c, j]
+        block_m, block_n, block_k = config_columns[c, 0], config_columns[c, 1], config_columns[c, 2]
+        group_m, split_k, num_stages = config_columns[c, 3], config_columns[c, 4], config_columns[c, 6]
+        occupancy = config_columns[c, blocks_column]
+        # roofline.roofline at one block per SM
+        grid_m = np.ceil(m / block_m)
+        grid_n = np.ceil(n / block_n)
+        output_tiles = grid_m * grid_n
+        tiles = output_tiles * split_k
+        sharing = np.sqrt(min(tiles, sm_count * 1.0))
+        panel_bytes = (block_m + block_n) * output_tiles * (k * in_bytes)
+        output_bytes = m * n * out_bytes
+        min_bytes = (m + n) * k * in_bytes + output_bytes
+        reduction = 8.0 * m * n * split_k * (1.0 if split_k > 1 else 0.0)
+        traffic = max(panel_bytes / sharing + output_bytes, min_bytes) + reduction
+        slots = sm_count * 1.0
+        sm_wave_efficiency = tiles / (np.ceil(tiles / slots) * slots)
+        tile_efficiency = 0.5 + 0.5 * min(1.0, block_m * block_n / 16384)
+        compute_us = (2e6 * m * n * k / peak) / (sm_wave_efficiency * tile_efficiency)
+        memory_us = traffic * (1e6 / hbm_bytes_per_s)
+        time_us = max(compute_us, memory_us)
+        # the pair columns, in PAIR_FEATURES order
+        concurrent = sm_count * occupancy
+        k_iters = np.ceil(k / (block_k * split_k))
+        padded = (np.ceil(m / block_m) * block_m) * (np.ceil(n / block_n) * block_n) * (np.ceil(k / block_k) * block_k)
+        resident = min(grid_m * grid_n, concurrent)  # geometry.l2_panel_reuse
+        group = min(group_m, grid_m)
+        per_group = group * grid_n
+        full_groups = np.floor(resident / per_group)
+        rest = resident - full_groups * per_group
+        reuse_rows = min(grid_m, full_groups * group + min(group, rest))
+        reuse_cols = min(grid_n, full_groups * grid_n + np.ceil(rest / group))
+        p = pair_start
+        out[row, p] = np.log2(tiles)
+        out[row, p + 1] = tiles / concurrent
+        out[row, p + 2] = tiles / (np.ceil(tiles / concurrent) * concurrent)
+        out[row, p + 3] = sm_wave_efficiency
+        out[row, p + 4] = k_iters
+        out[row, p + 5] = min(num_stages - 1.0, k_iters) / k_iters
+        out[row, p + 6] = padded / mnk - 1.0
+        out[row, p + 7] = reduction
+        out[row, p + 8] = resident * (block_m + block_n) / (reuse_rows * block_m + reuse_cols * block_n)
+        out[row, p + 9] = np.log2(traffic)
+        out[row, p + 10] = np.log2(compute_us)
+        out[row, p + 11] = np.log2(memory_us)
+        out[row, p + 12] = np.log2(time_us)
+        out[row, p + 13] = compute_us / memory_us
+    return keep[:count], out
+
+
+@numba.njit(cache=True, nogil=True)
+def score_shortlist(  # type: ignore[no-untyped-def]
+    members, problem, limits, space_ints, config_columns, device, layout,
+    word, threshold, value, default_right, roots, depth, base_score,
+):  # fmt: skip
+    """:func:`shortlist_features` then :func:`walk_trees` on the rows as float32, in one call:
+    the feasible members, their feature rows and the model's predictions."""
+    keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    x32 = x.astype(np.float32)
+    return keep, x, walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
+
+
+@numba.njit(cache=True, nogil=True)
+def kth_distance(points, q0, q1, q2, neighbours):  # type: ignore[no-untyped-def]
+    """Euclidean distance from (q0, q1, q2) to the ``neighbours``-th nearest row of ``points``."""
+    count = points.shape[0]
+    if count == 0:
+        return np.inf
+    squared = np.empty(count)
+    for i in range(count):
+        a = points[i, 0] - q0
+        b = points[i, 1] - q1
+        c = points[i, 2] - q2
+        squared[i] = a * a + b * b + c * c
+    if neighbours == 1:
+        return np.sqrt(squared.min())
+    kth = min(neighbours, count) - 1
+    return np.sqrt(np.partition(squared, kth)[kth])

@@ -1,0 +1,197 @@
+"""The compiled path (numba) against its numpy references: the trees, the shortlist's features and
+feasibility, and whole answers; and that it stays optional (off without numba or with TILECOST_JIT=0).
+
+Tests that need numba are skipped, not failed, where it is not installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilecost import Predictor, Problem
+from tilecost.device import load_device
+from tilecost.features import FEATURE_NAMES, feature_matrix
+from tilecost.predict.feasibility import feasible_mask
+from tilecost.predict.jit import JIT_ENV, CompiledShortlist, jit_enabled
+from tilecost.predict.scoring import GroupScorer
+from tilecost.predict.trees import TreeEnsemble
+from tilecost.problem import DType, Layout
+
+from . import test_predict_fixture as fixtures
+from .test_predict_fixture import Dataset
+from .test_predict_trees import _tiny_model
+
+artifact = fixtures.artifact  # the session fixture, shared by the predictor's test modules
+dataset = fixtures.dataset  # the session fixture, shared by the predictor's test modules
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+needs_numba = pytest.mark.skipif(not HAVE_NUMBA, reason="numba is not installed (pip install tilecost[fast])")
+
+
+@pytest.fixture(autouse=True)
+def _jit_as_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests choose the path themselves, whatever TILECOST_JIT the suite runs with."""
+    monkeypatch.delenv(JIT_ENV, raising=False)
+
+
+@pytest.fixture(scope="module")
+def model_json(artifact: Path) -> bytes:
+    return (artifact / "model.json").read_bytes()
+
+
+def _rows(data: Dataset, count: int, seed: int) -> np.ndarray:
+    return data.features[np.random.default_rng(seed).choice(len(data.features), count, replace=False)]
+
+
+def _random_problems(count: int, seed: int) -> list[Problem]:
+    """Log-uniform extents from 1 to 2**17, each a multiple of 16 half the time, every dtype and layout."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        dims = [max(1, int(2 ** rng.uniform(0, 17))) for _ in range(3)]
+        dims = [max(16, d - d % 16) if rng.random() < 0.5 else d for d in dims]
+        out.append(Problem(*dims, DType(rng.choice([d.value for d in DType])), Layout(rng.choice(["nt", "nn"]))))
+    return out
+
+
+def test_turned_off_by_the_environment_the_numpy_walk_answers(
+    monkeypatch: pytest.MonkeyPatch, dataset: Dataset, model_json: bytes
+) -> None:
+    monkeypatch.setenv(JIT_ENV, "0")
+    ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    rows = _rows(dataset, 50, seed=1)
+
+    assert not jit_enabled()
+    assert ensemble.compiled is None
+    np.testing.assert_array_equal(ensemble.predict(rows), ensemble.predict_numpy(rows))
+
+
+def test_importing_the_predictor_does_not_import_numba() -> None:
+    code = "import sys, tilecost, tilecost.predict; print(json.dumps(sys.modules.get('numba') is not None))"
+    result = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout) is False
+
+
+@needs_numba
+def test_compiled_trees_give_the_numpy_walks_bits_and_xgboosts_values(dataset: Dataset, model_json: bytes) -> None:
+    xgb = pytest.importorskip("xgboost")
+    ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    rows = _rows(dataset, 3000, seed=0)
+
+    assert ensemble.compiled is not None
+    ours = ensemble.predict(rows)
+
+    # Both sum float32 leaves in float64; 300 of them fit float64's extra 29 bits, so the bits agree.
+    np.testing.assert_array_equal(ours, ensemble.predict_numpy(rows))
+    np.testing.assert_allclose(ours, xgb.Booster(model_file=bytearray(model_json)).inplace_predict(rows),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+@needs_numba
+def test_compiled_trees_send_missing_values_the_default_way(dataset: Dataset, model_json: bytes) -> None:
+    xgb = pytest.importorskip("xgboost")
+    ensemble = TreeEnsemble.from_json(model_json)
+    rows = _rows(dataset, 1000, seed=2)
+    rows[np.random.default_rng(3).random(rows.shape) < 0.3] = np.nan
+    rows[::7, 5] = np.inf  # +inf goes right at every split and stays at a leaf
+
+    ours = ensemble.compiled.predict(rows)  # type: ignore[union-attr]
+
+    np.testing.assert_array_equal(ours, ensemble.predict_numpy(rows))
+    np.testing.assert_allclose(ours, xgb.Booster(model_file=bytearray(model_json)).inplace_predict(rows),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+@needs_numba
+def test_compiled_hand_built_tree() -> None:
+    ensemble = TreeEnsemble.from_json(json.dumps(_tiny_model()))
+    rows = np.array([[1.0, 5.0], [1.0, 10.0], [2.0, 0.0], [np.nan, 0.0], [1.0, np.nan], [np.inf, -np.inf]])
+
+    # As in test_predict_trees: 0.5 + leaf; the last row: x0=inf is not < 2 -> right -> 3.0, a leaf.
+    np.testing.assert_array_equal(ensemble.compiled.predict(rows), [1.5, 2.5, 3.5, 3.5, 1.5, 3.5])  # type: ignore[union-attr]
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", list(DType))
+@pytest.mark.parametrize("layout", list(Layout))
+def test_compiled_shortlist_features_equal_feasible_mask_and_feature_matrix(
+    dtype: DType, layout: Layout, model_json: bytes
+) -> None:
+    device = load_device("h200")
+    ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    group = GroupScorer.build(device, dtype, layout, "log_time_us", ensemble.predict, ensemble.compiled)
+    compiled = group.compiled
+    assert isinstance(compiled, CompiledShortlist)
+    everything = group.everything
+    members = np.sort(np.random.default_rng(0).choice(len(group.space), 40, replace=False))
+
+    for problem in _random_problems(400, seed=list(DType).index(dtype) * 2 + list(Layout).index(layout)):
+        problem = Problem(problem.m, problem.n, problem.k, dtype, layout)
+        mask = feasible_mask(problem, everything.columns, device)
+        expected = feature_matrix(problem, everything.features.take(mask), device)
+
+        indices, x = compiled.features(problem, everything.indices)
+        some_indices, some_x = compiled.features(problem, members)
+
+        np.testing.assert_array_equal(indices, np.flatnonzero(mask))
+        # The same formulas in the same order: equal but for log2's last bit in a few values.
+        np.testing.assert_allclose(x, expected, rtol=4e-16, atol=0)
+        np.testing.assert_array_equal(x.astype(np.float32), expected.astype(np.float32))
+        np.testing.assert_array_equal(some_indices, members[mask[members]])
+        np.testing.assert_array_equal(some_x, x[np.isin(indices, members)])
+
+
+@needs_numba
+def test_compiled_and_numpy_predictors_give_the_same_answers(monkeypatch: pytest.MonkeyPatch, artifact: Path) -> None:
+    compiled = Predictor.load(artifact, triton_version=None)
+    monkeypatch.setenv(JIT_ENV, "0")
+    reference = Predictor.load(artifact, triton_version=None)
+    assert compiled.ensemble.compiled is not None and reference.ensemble.compiled is None
+
+    for problem in _random_problems(300, seed=7):
+        problem = Problem(problem.m, problem.n, problem.k)  # the fixture's group, bf16-nt
+        ours, theirs = compiled.predict_best(problem, measured=False), reference.predict_best(problem, measured=False)
+        assert (ours.config, ours.ood) == (theirs.config, theirs.ood)
+        assert ours.time_us == pytest.approx(theirs.time_us, rel=1e-14)
+    ranked = compiled.rank((3000, 5000, 700), 5, exhaustive=True, measured=False)
+    assert [p.config for p in ranked] == [
+        p.config for p in reference.rank((3000, 5000, 700), 5, exhaustive=True, measured=False)
+    ]
+
+
+@needs_numba
+def test_the_compiled_neighbour_distance_is_the_numpy_one_bit_for_bit():
+    from tilecost.predict.jit import compiled_distance
+    from tilecost.predict.ood import _kth_distance
+
+    kernel = compiled_distance()
+    rng = np.random.default_rng(7)
+    for count in (0, 1, 2, 5, 111, 400):
+        points = rng.uniform(0, 17, size=(count, 3))
+        for _ in range(25):
+            query = rng.uniform(-2, 20, size=3)
+            for neighbours in (1, 2, 3, 10):
+                expected = _kth_distance(points, query, neighbours)
+                got = kernel(points, float(query[0]), float(query[1]), float(query[2]), neighbours)
+                assert got == expected or (np.isinf(got) and np.isinf(expected))
+
+
+@needs_numba
+def test_a_checker_with_the_compiled_distance_gives_the_same_verdicts(artifact):
+    plain = Predictor.load(artifact).ood
+    assert plain.distance_kernel is not None, "Predictor.load uses the compiled distance where numba is"
+    import dataclasses
+
+    numpy_only = dataclasses.replace(plain, distance_kernel=None)
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        m, n, k = (int(2 ** rng.uniform(0, 17)) for _ in range(3))
+        for dtype in (DType.BF16, DType.FP16, DType.FP8):
+            problem = Problem(max(m, 1), max(n, 1), max(k, 1), dtype, Layout.NT)
+            assert plain.verdict(problem) == numpy_only.verdict(problem)
