@@ -10,6 +10,7 @@ kernel ahead of each chunk of launches keeps the host ahead of the device (see t
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -99,6 +100,19 @@ class CudaEventTimer:
         self.launches = 0
 
     def run_round(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> dict[Hashable, list[float]]:
+        # Python's garbage collector stays off while a round is enqueued: a full collection (tens of ms
+        # after a problem's setup allocated many objects) in the middle of a chunk outlasts any spin.
+        # Hypothesis for the "48 of N timed launches waited for the host" of nearly every problem in
+        # the third session's logs (one chunk a problem); the next H200 run's counts will say.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run_round(items)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _run_round(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> dict[Hashable, list[float]]:
         torch = self._torch
         Event = torch.cuda.Event
         launches = [(key, launch) for key, launch, reps in items for _ in range(reps)]
