@@ -22,7 +22,10 @@ The seed names three things a measurement must control; this is how each is hand
 
 Hopeless candidates. A first screening round times each candidate once. A candidate slower than
 ``hopeless_factor`` × the screening best cannot be the best, and needs no more repetitions to prove
-it: it stops there, recorded as ``hopeless`` with its screening time as the bound.
+it: it stops there, recorded as ``hopeless`` with its screening time as the bound. A screening time
+the timer reports as *suspect* (``timer.last_round_suspects``: launches that may have waited for the
+host, so that their time may hold the wait) proves nothing: such a candidate is never declared
+hopeless on it and goes on to the timed rounds.
 
 The timer is injected (:class:`RoundTimer`), so this logic is tested on CPU with a fake one.
 """
@@ -63,7 +66,9 @@ class Telemetry:
 class RoundTimer(Protocol):
     """Times one round: for each (key, launch, reps) in order, ``reps`` launches, each on its own.
 
-    Returns the per-launch device times in microseconds, keyed like the input.
+    Returns the per-launch device times in microseconds, keyed like the input. A timer may also
+    offer ``last_round_suspects``: the keys of the last round whose times may hold a wait for the
+    host (read with ``getattr``; a timer without it has none).
     """
 
     def run_round(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> dict[Hashable, list[float]]: ...
@@ -167,8 +172,9 @@ def measure(
     if on_round:
         on_round(1, total_rounds)
     screen_us = {k: screen[k][0] for k in keys}
+    suspect = frozenset(getattr(timer, "last_round_suspects", ()))
     best = min((t for k, t in screen_us.items() if k not in exempt), default=math.inf)
-    survivors = [k for k in keys if k in exempt or screen_us[k] <= protocol.hopeless_factor * best]
+    survivors = [k for k in keys if k in exempt or k in suspect or screen_us[k] <= protocol.hopeless_factor * best]
     reps = {k: protocol.reps_for(screen_us[k]) for k in survivors}
 
     samples: dict[K, list[float]] = {k: [] for k in survivors}

@@ -98,6 +98,7 @@ class CudaEventTimer:
         self._max_spin_cycles = 8 * self._spin_cycles
         self.host_bound = 0
         self.launches = 0
+        self.last_round_suspects: set[Hashable] = set()  # keys of the last round's host-bound chunks
 
     def run_round(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> dict[Hashable, list[float]]:
         # Python's garbage collector stays off while a round is enqueued: a full collection (tens of ms
@@ -117,6 +118,8 @@ class CudaEventTimer:
         Event = torch.cuda.Event
         launches = [(key, launch) for key, launch, reps in items for _ in range(reps)]
         pending: list[tuple[Hashable, Any, Any]] = []
+        suspects: set[Hashable] = set()
+        self.last_round_suspects = suspects
         for first in range(0, len(launches), self._chunk):
             chunk = launches[first : first + self._chunk]
             torch.cuda._sleep(self._spin_cycles)
@@ -131,6 +134,7 @@ class CudaEventTimer:
                 pending.append((key, start, end))
             if spun.query():  # the spin was over before the host had enqueued the chunk
                 self.host_bound += len(chunk)
+                suspects.update(key for key, _ in chunk)
                 self._spin_cycles = min(2 * self._spin_cycles, self._max_spin_cycles)
         torch.cuda.synchronize()
         out: dict[Hashable, list[float]] = {key: [] for key, _, _ in items}

@@ -148,3 +148,23 @@ def test_the_pause_is_taken_only_after_a_round_near_the_power_cap():
     blind = NoTelemetry(times)
     measure(_launchers(times), blind, MeasureProtocol(rounds=2, pause_s=0.15))
     assert blind.paused == pytest.approx(0.3), "without telemetry the protocol pauses, as before"
+
+
+def test_a_suspect_screening_time_never_makes_a_candidate_hopeless():
+    """A launch that may have waited for the host (the timer says so) proves nothing: its candidate
+    goes on to the timed rounds instead of stopping as hopeless on an inflated screening time."""
+
+    class HostBoundScreening(FakeTimer):
+        def run_round(self, items):
+            out = super().run_round(items)
+            if len(self.rounds) == 1:  # the screening round: "b" waited for the host
+                out["b"] = [100.0]
+                self.last_round_suspects = {"b"}
+            else:
+                self.last_round_suspects = set()
+            return out
+
+    times = {"a": 10.0, "b": 11.0, "c": 100.0}
+    result = measure(_launchers(times), HostBoundScreening(times), MeasureProtocol(rounds=3, hopeless_factor=3.0))
+    assert not result["b"].hopeless and result["b"].median_us == 11.0
+    assert result["c"].hopeless, "a slow time that is not suspect still stops after screening"
