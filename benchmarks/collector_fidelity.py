@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tilecost import Problem, TileConfig
@@ -162,17 +163,24 @@ def main() -> int:
 
     # 3. Fidelity against the careful reference.
     rng = random.Random(0)
+
+    def interleaved_us(
+        keys: list[str], launchers: dict[str, Callable[[], object]], bench: Callable[[Callable[[], object]], float]
+    ) -> dict[str, float]:
+        """Median µs of three rounds of ``bench(launcher)`` (ms), ``keys`` shuffled afresh each round."""
+        rounds: dict[str, list[float]] = {k: [] for k in keys}
+        for _ in range(3):
+            rng.shuffle(keys)
+            for k in keys:
+                rounds[k].append(bench(launchers[k]) * 1000)
+        return {k: statistics.median(v) for k, v in rounds.items()}
+
     fidelity = []
     for p in plan[: args.fidelity_problems]:
         a, b = make_operands(p)
         keys = [k for k in collector[p.key]]
         bound = {k: bind(a, b, TileConfig.from_key(k)) for k in keys}
-        rounds: dict[str, list[float]] = {k: [] for k in keys}
-        for _ in range(3):
-            rng.shuffle(keys)
-            for k in keys:
-                rounds[k].append(do_bench(bound[k], warmup=25, rep=100, return_mode="median") * 1000)
-        ref = {k: statistics.median(v) for k, v in rounds.items()}
+        ref = interleaved_us(keys, bound, lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median"))
         ks = sorted(ref)
         coll_best = min(ks, key=lambda k: collector[p.key][k])
         ref_best = min(ks, key=ref.__getitem__)
@@ -181,17 +189,15 @@ def main() -> int:
         if args.graph_rep_ms > 0:
             # A second careful reference that leaves the host out: each config's launches captured in
             # one CUDA graph and replayed (Triton's do_bench_cudagraph), three interleaved rounds.
-            graph_rounds: dict[str, list[float]] = {k: [] for k in keys}
-            for _ in range(3):
-                rng.shuffle(keys)
-                for k in keys:
-                    graph_rounds[k].append(do_bench_cudagraph(bound[k], rep=args.graph_rep_ms, return_mode="median") * 1000)
-            graph = {k: statistics.median(v) for k, v in graph_rounds.items()}
+            graph = interleaved_us(
+                keys, bound, lambda fn: do_bench_cudagraph(fn, rep=args.graph_rep_ms, return_mode="median")
+            )
             graph_best = min(ks, key=graph.__getitem__)
+            graph_us = [graph[k] for k in ks]
             graph_fields = {
-                "spearman_vs_graph_reference": spearman([collector[p.key][k] for k in ks], [graph[k] for k in ks]),
-                "spearman_default_loop_vs_graph_reference": spearman([default[p.key][k] for k in ks], [graph[k] for k in ks]),
-                "spearman_reference_vs_graph_reference": spearman([ref[k] for k in ks], [graph[k] for k in ks]),
+                "spearman_vs_graph_reference": spearman([collector[p.key][k] for k in ks], graph_us),
+                "spearman_default_loop_vs_graph_reference": spearman([default[p.key][k] for k in ks], graph_us),
+                "spearman_reference_vs_graph_reference": spearman([ref[k] for k in ks], graph_us),
                 "graph_reference_best": graph_best,
                 "collector_best_over_graph_reference_best": graph[coll_best] / graph[graph_best],
                 "graph_reference_us": {k: round(graph[k], 3) for k in ks},

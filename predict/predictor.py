@@ -52,7 +52,7 @@ from tilecost.config import TileConfig
 from tilecost.device import DeviceSpec, load_device
 from tilecost.errors import ArtifactError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
-from tilecost.problem import MAX_DIM, DType, Layout, Problem
+from tilecost.problem import DType, Layout, Problem
 
 from .artifact import MODEL_FILE, ArtifactMetadata, load_artifact
 from .dispatch import DispatchRule
@@ -108,15 +108,6 @@ class Prediction:
         return to_triton_config(self.config)
 
 
-def _dim(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{field} must be an int in 1..{MAX_DIM}, got {type(value).__name__} {value!r}")
-    extent = int(value)
-    if not 1 <= extent <= MAX_DIM:
-        raise ValueError(f"{field}={value} is out of range; allowed 1..{MAX_DIM}")
-    return extent
-
-
 # The spellings a compiler passes on every call, resolved without DType.parse's loop over members.
 _DTYPES: dict[object, DType] = {None: DType.BF16, **{d: d for d in DType}, **{d.value: d for d in DType}}
 _LAYOUTS: dict[object, Layout] = {None: Layout.NT, **{x: x for x in Layout}, **{x.value: x for x in Layout}}
@@ -134,7 +125,7 @@ def parse_problem(shape: object, dtype: object = None, layout: object = None) ->
         return shape
     if not isinstance(shape, (tuple, list)) or len(shape) != 3:
         raise TypeError(f"shape must be an (m, n, k) tuple of ints or a tilecost.Problem, got {shape!r}")
-    m, n, k = (_dim(field, value) for field, value in zip("mnk", shape, strict=True))
+    m, n, k = shape  # checked by Problem (tilecost.problem.parse_dim), field by field
     try:
         parsed_dtype, parsed_layout = _DTYPES.get(dtype), _LAYOUTS.get(layout)
     except TypeError:  # unhashable

@@ -180,7 +180,7 @@ class TreeEnsemble:
         compiled = self.compiled
         if compiled is not None:
             return compiled.predict(x)
-        return self.predict_numpy(x)
+        return self._walk(x)
 
     def _rows(self, features: NDArray[np.floating[Any]]) -> NDArray[Any]:
         x = np.asarray(features)
@@ -190,7 +190,10 @@ class TreeEnsemble:
 
     def predict_numpy(self, features: NDArray[np.floating[Any]]) -> NDArray[np.float64]:
         """:meth:`predict` by the numpy level-wise walk (the reference of the compiled one)."""
-        x = np.ascontiguousarray(self._rows(features), dtype=np.float32)
+        return self._walk(self._rows(features))
+
+    def _walk(self, rows: NDArray[Any]) -> NDArray[np.float64]:
+        x = np.ascontiguousarray(rows, dtype=np.float32)
         if len(x) <= _BLOCK_ROWS:
             return self._predict_block(x)
         return np.concatenate([self._predict_block(x[i : i + _BLOCK_ROWS]) for i in range(0, len(x), _BLOCK_ROWS)])

@@ -77,7 +77,7 @@ def _parse_enum(cls: type[E], value: object, field: str) -> E:
 def parse_dim(field: str, value: object) -> int:
     """Check one extent: a true integer (not bool, not float), 1 <= value <= 2**31 - 1."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{field} must be an int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{field} must be an int in 1..{MAX_DIM}, got {type(value).__name__} {value!r}")
     value = int(value)
     if not 1 <= value <= MAX_DIM:
         raise ValueError(f"{field}={value} is out of range; allowed 1..{MAX_DIM}")
