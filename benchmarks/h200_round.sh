@@ -8,6 +8,10 @@
 # passed to `collect` (to resume a plan under the run id it started with after the settings changed).
 # GPU, if set, is the one GPU this call uses (CUDA_VISIBLE_DEVICES): on a two-GPU machine two calls of this
 # script, each with its own GPU and OUT, run side by side. WORKERS (default 15) compile processes.
+# ARGS, if set, replaces `--plan $PLAN` of `collect` (e.g. built-in families: ARGS="--family layers=70 --dtypes bf16").
+# DATASET (default .devdata/measurements, ignored by git) is where this call writes: it starts as a copy of the
+# checkout's datasets/measurements and persists on a warm machine, so the next call skips what this one measured
+# even before its archive is unpacked here. measurements.tgz holds it as datasets/measurements.
 # `nightly` is the GPU half of docs/NIGHTLY.md's real night (plan, sentinels, collect; NIGHT, default today):
 # its state lands in $OUT/nightly.tgz; training, export and the report run on a machine with xgboost.
 set -uo pipefail
@@ -19,6 +23,7 @@ PLAN=${PLAN:-datasets/plans/2026-11-29-four-combos.json}
 WORKERS=${WORKERS:-15}
 SAMPLE=${SAMPLE:-0.25}
 NIGHT=${NIGHT:-$(date -u +%Y-%m-%d)}
+DATASET=${DATASET:-.devdata/measurements}
 [ -n "${GPU:-}" ] && export CUDA_VISIBLE_DEVICES=$GPU
 LOG="$OUT/run.log"
 left() { echo $((TOTAL_S - ($(date +%s) - START))); }
@@ -26,7 +31,8 @@ say() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$L
 
 python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$LOG" 2>&1 || { tail -20 "$LOG"; exit 1; }
 export TRITON_CACHE_DIR=$PWD/.triton-cache PYTHONUNBUFFERED=1
-mkdir -p "$TRITON_CACHE_DIR"
+mkdir -p "$TRITON_CACHE_DIR" "$DATASET"
+cp -rn datasets/measurements/. "$DATASET"/
 say "installed; $(nvidia-smi --query-gpu=name,driver_version,temperature.gpu,power.draw --format=csv,noheader)"
 
 for step in "$@"; do
@@ -47,9 +53,10 @@ for step in "$@"; do
             --fidelity-problems 5 --workers "$WORKERS" --out "$OUT/fidelity.json" 2>&1 | tail -12 | tee -a "$LOG" ;;
     collect)
         budget=$(( $(left) - 90 ))
-        say "collect $PLAN, time budget ${budget}s"
+        say "collect ${ARGS:-$PLAN}, time budget ${budget}s"
         if [ "$budget" -gt 30 ]; then
-            timeout $((budget + 75)) tilecost collect --plan "$PLAN" --dataset datasets/measurements \
+            # shellcheck disable=SC2086  # ARGS is a list of words
+            timeout $((budget + 75)) tilecost collect ${ARGS:---plan $PLAN} --dataset "$DATASET" \
                 --sample-fraction "$SAMPLE" --workers "$WORKERS" --time-budget-s "$budget" ${RUN_ID:+--run-id "$RUN_ID"} \
                 >"$OUT/collect.log" 2>&1
             say "collect exit $?"; tail -3 "$OUT/collect.log" | tee -a "$LOG"
@@ -58,7 +65,7 @@ for step in "$@"; do
         budget=$(( $(left) - 90 ))
         say "nightly $NIGHT (plan, sentinels, collect), time budget ${budget}s"
         timeout $((budget + 75)) tilecost nightly --device-class h200 --night "$NIGHT" --steps plan,sentinels,collect \
-            --dataset datasets/measurements --state-dir nightly --no-env-shard \
+            --dataset "$DATASET" --state-dir nightly --no-env-shard \
             --query-log datasets/plans/2026-11-29-flagged-queries.jsonl --max-flagged 2 \
             --family random=1 --family decode=1 --sentinels 3 --sentinel-configs 16 --workers "$WORKERS" \
             --time-budget-s "$budget" >"$OUT/nightly.log" 2>&1
@@ -67,5 +74,5 @@ for step in "$@"; do
     *) say "unknown step $step" ;;
     esac
 done
-tar czf "$OUT/measurements.tgz" datasets/measurements
+tar czf "$OUT/measurements.tgz" --transform 's,^measurements,datasets/measurements,' -C "$(dirname "$DATASET")" measurements
 say "done"
