@@ -75,6 +75,12 @@ class CudaEventTimer:
     done and the device may have waited inside the chunk: its launches are counted in
     :attr:`host_bound` (an upper bound, reported by the backend, expected to stay at zero) and the
     spin doubles, up to 8 times, for the chunks that follow.
+
+    Warming up. The first launch of a kernel in a process costs the host far more than the next ones
+    (CUDA loads the kernel's module lazily; Triton's launcher looks the binary up): milliseconds, more
+    than any spin. Each launch the timer has not seen before is therefore run once, untimed, before
+    the round's first spin is enqueued (:meth:`_warm_up`). The fourth session's GPU test of a fresh
+    1024-element add (a kernel never launched before) had its first chunk of 48 counted host-bound.
     """
 
     def __init__(
@@ -99,6 +105,21 @@ class CudaEventTimer:
         self.host_bound = 0
         self.launches = 0
         self.last_round_suspects: set[Hashable] = set()  # keys of the last round's host-bound chunks
+        self._warmed: set[tuple[Hashable, int]] = set()  # (key, id(launch)) already run once
+
+    def _warm_up(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> int:
+        """Run each launch not seen before once, untimed; returns how many ran. A recycled ``id`` can
+        only skip a warm-up, and a chunk that then waits for the host is still counted."""
+        if len(self._warmed) > 100_000:  # a long sweep: forget old problems' launches
+            self._warmed.clear()
+        ran = 0
+        for key, launch, _ in items:
+            tag = (key, id(launch))
+            if tag not in self._warmed:
+                launch()
+                self._warmed.add(tag)
+                ran += 1
+        return ran
 
     def run_round(self, items: Sequence[tuple[Hashable, Callable[[], object], int]]) -> dict[Hashable, list[float]]:
         # Python's garbage collector stays off while a round is enqueued: a full collection (tens of ms
@@ -120,6 +141,7 @@ class CudaEventTimer:
         pending: list[tuple[Hashable, Any, Any]] = []
         suspects: set[Hashable] = set()
         self.last_round_suspects = suspects
+        self._warm_up(items)
         for first in range(0, len(launches), self._chunk):
             chunk = launches[first : first + self._chunk]
             torch.cuda._sleep(self._spin_cycles)
