@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -332,8 +333,16 @@ def run_sweep(
             compiled: Mapping[tuple[str, str], Any] = {}
             if pending is not None:
                 t0 = time.monotonic()
-                compiled = pending.result()
-                summary.compile_seconds += time.monotonic() - t0
+                # Waiting for a compile counts against the budget too: the fourth session's H200 call
+                # waited past its budget for a 2,475-kernel fp8 pattern and was killed by its timeout.
+                left = None if time_budget_s is None else max(0.0, time_budget_s - (t0 - started))
+                try:
+                    compiled = pending.result(timeout=left)
+                except FutureTimeout:
+                    summary.stopped_early = True
+                    break
+                finally:
+                    summary.compile_seconds += time.monotonic() - t0
             pending = start_compile(index + 1)
             for entry, configs, fraction in batch:
                 if time_budget_s is not None and time.monotonic() - started > time_budget_s:

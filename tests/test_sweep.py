@@ -267,6 +267,22 @@ def test_a_sweep_that_stops_early_stops_the_compile_it_started_ahead(tmp_path, m
     assert time.monotonic() - t0 < 20, "the sweep waited for a compile it did not need"
 
 
+def test_waiting_for_a_compile_stops_at_the_time_budget(tmp_path, monkeypatch):
+    """The next group's compile outlasts the budget: the sweep stops at the budget instead of waiting
+    for it (the stand-in blocks for 30 s unless told to stop), and what it measured is kept."""
+    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", "0.05")
+    store = DatasetStore(tmp_path)
+    calls: list[dict] = []
+    t0 = time.monotonic()
+    summary = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=2.0,
+                        precompile_fn=_recording_precompile(store, calls, block_after=1))  # fmt: skip
+    took = time.monotonic() - t0
+    assert summary.stopped_early
+    assert summary.problems_done == 2 and len(store.files("h200")) == 2, "the first group was measured and kept"
+    assert calls[1]["stop"].is_set()
+    assert took < 10, f"the sweep waited {took:.1f} s for a compile past its 2 s budget"
+
+
 def test_a_shard_index_rotates_the_group_order(tmp_path):
     for first_group, expected in ((0, "bf16-nt-16-16"), (1, "fp16-nn-x-x"), (2, "bf16-nt-16-16")):
         store = DatasetStore(tmp_path / str(first_group))
