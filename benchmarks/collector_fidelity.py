@@ -166,21 +166,28 @@ def main() -> int:
 
     def interleaved_us(
         keys: list[str], launchers: dict[str, Callable[[], object]], bench: Callable[[Callable[[], object]], float]
-    ) -> dict[str, float]:
-        """Median µs of three rounds of ``bench(launcher)`` (ms), ``keys`` shuffled afresh each round."""
+    ) -> tuple[dict[str, float], float]:
+        """Median µs of three rounds of ``bench(launcher)`` (ms), ``keys`` shuffled afresh each round, and the
+        lowest Spearman between two of the rounds: how well the reference agrees with itself, the ceiling
+        of any method's agreement with it (the fourth session saw a do_bench reference agree with its own
+        previous session at 0.67 on 512³)."""
         rounds: dict[str, list[float]] = {k: [] for k in keys}
         for _ in range(3):
             rng.shuffle(keys)
             for k in keys:
                 rounds[k].append(bench(launchers[k]) * 1000)
-        return {k: statistics.median(v) for k, v in rounds.items()}
+        ks = sorted(rounds)
+        self_agreement = min(
+            spearman([rounds[k][i] for k in ks], [rounds[k][j] for k in ks]) for i, j in ((0, 1), (0, 2), (1, 2))
+        )
+        return {k: statistics.median(v) for k, v in rounds.items()}, self_agreement
 
     fidelity = []
     for p in plan[: args.fidelity_problems]:
         a, b = make_operands(p)
         keys = [k for k in collector[p.key]]
         bound = {k: bind(a, b, TileConfig.from_key(k)) for k in keys}
-        ref = interleaved_us(keys, bound, lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median"))
+        ref, ref_self = interleaved_us(keys, bound, lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median"))
         ks = sorted(ref)
         coll_best = min(ks, key=lambda k: collector[p.key][k])
         ref_best = min(ks, key=ref.__getitem__)
@@ -189,7 +196,7 @@ def main() -> int:
         if args.graph_rep_ms > 0:
             # A second careful reference that leaves the host out: each config's launches captured in
             # one CUDA graph and replayed (Triton's do_bench_cudagraph), three interleaved rounds.
-            graph = interleaved_us(
+            graph, graph_self = interleaved_us(
                 keys, bound, lambda fn: do_bench_cudagraph(fn, rep=args.graph_rep_ms, return_mode="median")
             )
             graph_best = min(ks, key=graph.__getitem__)
@@ -198,6 +205,7 @@ def main() -> int:
                 "spearman_vs_graph_reference": spearman([collector[p.key][k] for k in ks], graph_us),
                 "spearman_default_loop_vs_graph_reference": spearman([default[p.key][k] for k in ks], graph_us),
                 "spearman_reference_vs_graph_reference": spearman([ref[k] for k in ks], graph_us),
+                "graph_reference_round_agreement": graph_self,
                 "graph_reference_best": graph_best,
                 "collector_best_over_graph_reference_best": graph[coll_best] / graph[graph_best],
                 "graph_reference_us": {k: round(graph[k], 3) for k in ks},
@@ -209,6 +217,7 @@ def main() -> int:
                 "spearman": spearman([collector[p.key][k] for k in ks], [ref[k] for k in ks]),
                 "spearman_without_spin": spearman([nospin[p.key][k] for k in nospin_ks], [ref[k] for k in nospin_ks]),
                 "spearman_default_loop": spearman([default[p.key][k] for k in ks], [ref[k] for k in ks]),
+                "reference_round_agreement": ref_self,
                 "collector_best": coll_best,
                 "reference_best": ref_best,
                 "collector_best_over_reference_best": ref[coll_best] / ref[ref_best],
