@@ -67,7 +67,7 @@ def prepare_artifact_files(
     step_log2: float = 1.0,
     margin_log2: float = 0.5,
     samples: int = 48_000,
-    top_n: int = 4,
+    top_n: int = 8,
     list_width: int = 64,
     default_width: int = 24,
     validation: int = 2_000,

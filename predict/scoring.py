@@ -138,6 +138,24 @@ class GroupScorer:
             return candidates.indices[mask], np.empty(0)
         return candidates.indices[mask], times_from_target(self.target, self.scorer(x), x)
 
+    def best_two(self, problem: Problem, candidates: CandidateSet) -> tuple[int, float, float | None] | None:
+        """The fastest feasible member of ``candidates`` (space index), its predicted µs and the
+        second-fastest µs (None with one feasible member); None with none. What :meth:`times_us`
+        followed by ``argmin`` (ties: the first in space order) and ``np.partition`` give; the
+        compiled path does it in the kernel call, without returning the feature rows."""
+        if self.compiled is not None:
+            roofline = _LOG2_ROOFLINE if self.target == "log_time_over_roofline" else -1
+            index, best_us, second_us, count = self.compiled.best_two(problem, candidates.indices, roofline)
+            if count == 0:
+                return None
+            return int(index), float(best_us), (float(second_us) if count > 1 else None)
+        indices, times = self.times_us(problem, candidates)
+        if not len(indices):
+            return None
+        best = int(np.argmin(times))
+        second = float(np.partition(times, 1)[1]) if len(times) > 1 else None
+        return int(indices[best]), float(times[best]), second
+
     def ranked(
         self, problem: Problem, candidates: CandidateSet | None = None
     ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:

@@ -134,10 +134,13 @@ def test_sample_shapes_cover_the_grid_and_both_alignments() -> None:
     assert shapes.shape == (1000, 3) and shapes.min() >= 1
     assert (np.log2(shapes) <= spec.log2_high + 0.5).all()
     large = shapes >= 64
-    assert 0.55 < (shapes[large] % 16 == 0).mean() < 0.8  # round numbers and multiples of 16: 2/3 of them
+    assert 0.4 < (shapes[large] % 16 == 0).mean() < 0.65  # round numbers and multiples of 16: half of them
     assert (shapes[large] % 16 == 8).any()  # and 8-aligned ones among the ragged rest
     round_ = np.isin(shapes, [c * 2**j for c in (1, 3, 5, 7, 9) for j in range(32)])
-    assert 0.3 < round_.mean() < 0.6  # a third are round, and some others by chance (small extents)
+    assert 0.2 < round_.mean() < 0.5  # a quarter are round, and some others by chance (small extents)
+    # Each alignment variant (M, N, K a multiple of 16 or not) gets about an eighth of the shapes.
+    variants = (shapes % 16 == 0) @ np.array([1, 2, 4])
+    assert np.bincount(variants, minlength=8).min() > 1000 / 8 * 0.5
 
 
 def test_grids_cover_the_domain_with_a_margin() -> None:
