@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call of a collection session on the H200 (run from the repo root on the device machine):
 #   bash benchmarks/h200_round.sh STEP...   with STEP in: tests seed autotune fidelity collect nightly
-# Steps run in the order given; `collect` (and `nightly`) get the time left until TOTAL_S (default 570 s
+# Steps run in the order given (`tests` keeps pytest's whole output in $OUT/gpu_tests.log); `collect` (and `nightly`) get the time left until TOTAL_S (default 570 s
 # after the start). Results land in $OUT: run.log, the benchmarks' JSON, and measurements.tgz (the
 # dataset directory, to be unpacked into the checkout). TRITON_CACHE_DIR is a folder of the checkout
 # that git ignores, so a warm machine keeps compiled kernels from one call to the next. RUN_ID, if set, is
@@ -39,7 +39,7 @@ for step in "$@"; do
     case $step in
     tests)
         say "gpu tests"
-        TILECOST_DEVICE=cuda timeout 300 python3 -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tail -8 | tee -a "$LOG" ;;
+        TILECOST_DEVICE=cuda timeout 300 python3 -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -8 | tee -a "$LOG" ;;
     seed)
         say "seed-figure problems (BLOCK_K=64, every candidate)"
         timeout 200 tilecost collect --plan datasets/plans/seed_figure.json --dataset datasets/measurements \

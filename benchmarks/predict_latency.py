@@ -120,8 +120,14 @@ def breakdown(predictor: Any, problems: list[Any]) -> dict[str, float]:
 
 def ood_report(predictor: Any, heldout: list[Any], fractions: list[float], stored: dict[str, Any]) -> dict[str, Any]:
     """The predictor's flags on the held-out problems against their measured top-1 fractions, and a
-    leave-one-out estimate: rules fitted on the other problems (as export fits them), applied to each."""
-    from tilecost.predict.ood import answer_signals, fit_flag_rules
+    leave-one-out estimate: each problem judged by thresholds fitted on the others as training and
+    export fit them (``calibrate_ood``'s distance threshold and range margin, then ``fit_flag_rules``),
+    so that no problem is judged by thresholds it helped to fit; the rules-only variant keeps the
+    artifact's shape-side thresholds (fitted on every held-out problem) and refits the rules alone."""
+    import dataclasses
+
+    from tilecost import Problem
+    from tilecost.predict.ood import OODChecker, answer_signals, calibrate_ood, fit_flag_rules
 
     bad = [f < 0.90 for f in fractions]
     flagged = [bool(predictor.predict_best(p, measured=False).ood) for p in heldout]
@@ -132,11 +138,18 @@ def ood_report(predictor: Any, heldout: list[Any], fractions: list[float], store
         second = ranking[1].time_us if len(ranking) > 1 else None
         signals.append(answer_signals(problem, ranking[0].time_us, second, shape.neighbour_distance_log2))
         already.append(bool(shape))
-    loo = []
+    training = [Problem.from_key(k) for k in predictor.metadata.domain.get("problems", ())]
+    loo, loo_rules_only = [], []
     for i in range(len(heldout)):
         rest = [j for j in range(len(heldout)) if j != i]
         rules, _ = fit_flag_rules([signals[j] for j in rest], [bad[j] for j in rest], [already[j] for j in rest])
-        loo.append(already[i] or any(rule.fires(signals[i]) for rule in rules))
+        loo_rules_only.append(already[i] or any(rule.fires(signals[i]) for rule in rules))
+        fitted = calibrate_ood([heldout[j] for j in rest], [min(1.0, fractions[j]) for j in rest], training)
+        checker = dataclasses.replace(OODChecker.from_metadata(predictor.metadata.domain, fitted),
+                                      static_reasons=predictor.ood.static_reasons)  # fmt: skip
+        shape_flags = [bool(checker.verdict(p)) for p in heldout]
+        rules, _ = fit_flag_rules([signals[j] for j in rest], [bad[j] for j in rest], [shape_flags[j] for j in rest])
+        loo.append(shape_flags[i] or any(rule.fires(signals[i]) for rule in rules))
 
     def counts(flags: list[bool]) -> dict[str, int]:
         return {"bad_problems": sum(bad), "bad_caught": sum(f and b for f, b in zip(flags, bad, strict=True)),
@@ -148,6 +161,7 @@ def ood_report(predictor: Any, heldout: list[Any], fractions: list[float], store
         "export_calibration": stored.get("calibration"),
         "in_sample": counts(flagged),
         "leave_one_out": counts(loo),
+        "leave_one_out_rules_only": counts(loo_rules_only),
         "per_problem": [
             {"problem": p.key, "top1_fraction": round(f, 3), "flagged": fl, **{k: round(v, 3) for k, v in s.items()}}
             for p, f, fl, s in zip(heldout, fractions, flagged, signals, strict=True)

@@ -196,6 +196,18 @@ class CompiledShortlist:
             self.device_values, _LAYOUT,
         )  # fmt: skip
 
+    def best_two(
+        self, problem: Problem, members: NDArray[np.intp], roofline_column: int
+    ) -> tuple[int, float, float, int]:
+        """The fastest feasible member (space index, -1 if none), its predicted µs, the second
+        fastest µs (inf if none) and how many members were feasible, in one kernel call
+        (:func:`jit_kernels.best_two`; ``roofline_column``: see there)."""
+        values, limits = self._problem(problem)
+        return _kernels().best_two(  # type: ignore[no-any-return]
+            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
+            self.device_values, _LAYOUT, *self.trees.arrays, roofline_column,
+        )  # fmt: skip
+
     def score(
         self, problem: Problem, members: NDArray[np.intp]
     ) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["LANES", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
+__all__ = ["LANES", "best_two", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
 
 LANES = 16
 _SHIFT = np.uint64(6)
@@ -186,6 +186,34 @@ def score_shortlist(  # type: ignore[no-untyped-def]
     keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
     x32 = x.astype(np.float32)
     return keep, x, walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
+
+
+@numba.njit(cache=True, nogil=True)
+def best_two(  # type: ignore[no-untyped-def]
+    members, problem, limits, space_ints, config_columns, device, layout,
+    word, threshold, value, default_right, roots, depth, base_score, roofline_column,
+):  # fmt: skip
+    """:func:`score_shortlist`, then the times in µs and the two fastest, in the same call:
+    ``(space index of the fastest, its µs, the second-fastest µs, feasible members)``; -1 and inf
+    where there are none (the second: fewer than two). ``roofline_column`` >= 0: the target is
+    ``log_time_over_roofline`` and that feature column holds log2 of the roofline time
+    (:func:`tilecost.predict.scoring.times_from_target`, the same formula); -1: ``log_time_us``.
+    Ties go to the first member in ``members``' order, as ``np.argmin`` does; the second equals the
+    fastest when two tie (``np.partition``)."""
+    keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    x32 = x.astype(np.float32)
+    predictions = walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
+    best_index, best_us, second_us = -1, np.inf, np.inf
+    for row in range(keep.shape[0]):
+        time_us = np.exp(predictions[row])
+        if roofline_column >= 0:
+            time_us *= np.exp2(x[row, roofline_column])
+        if time_us < best_us:
+            second_us = best_us
+            best_index, best_us = keep[row], time_us
+        elif time_us < second_us:
+            second_us = time_us
+    return best_index, best_us, second_us, keep.shape[0]
 
 
 @numba.njit(cache=True, nogil=True)

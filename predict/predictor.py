@@ -349,13 +349,14 @@ class Predictor:
         if measured is not None:
             return measured
         group = self._group(problem.dtype, problem.layout)
-        indices, times = group.scorer.times_us(problem, group.candidates(problem))
-        if not len(indices):  # a shape clipped into an edge cell may find no feasible member there
-            indices, times = group.scorer.times_us(problem, group.scorer.everything)
-        best = int(np.argmin(times))  # ties: the first in space order
-        second_us = float(np.partition(times, 1)[1]) if len(times) > 1 else None
-        verdict = self.ood.judge(problem, verdict, float(times[best]), second_us)
-        answer = Prediction(problem, group.scorer.space[indices[best]], float(times[best]), Source.MODEL, verdict)
+        found = group.scorer.best_two(problem, group.candidates(problem))  # ties: the first in space order
+        if found is None:  # a shape clipped into an edge cell may find no feasible member there
+            found = group.scorer.best_two(problem, group.scorer.everything)
+        if found is None:
+            raise ValueError(f"{problem.key}: no configuration of the candidate space is feasible")
+        best, best_us, second_us = found
+        verdict = self.ood.judge(problem, verdict, best_us, second_us)
+        answer = Prediction(problem, group.scorer.space[best], best_us, Source.MODEL, verdict)
         if verdict and self.query_log is not None:
             self.query_log.record(problem, verdict)
         return answer

@@ -138,6 +138,24 @@ class GroupScorer:
             return candidates.indices[mask], np.empty(0)
         return candidates.indices[mask], times_from_target(self.target, self.scorer(x), x)
 
+    def best_two(self, problem: Problem, candidates: CandidateSet) -> tuple[int, float, float | None] | None:
+        """The fastest feasible member of ``candidates`` (space index), its predicted µs and the
+        second-fastest µs (None with one feasible member); None with none. What :meth:`times_us`
+        followed by ``argmin`` (ties: the first in space order) and ``np.partition`` give; the
+        compiled path does it in the kernel call, without returning the feature rows."""
+        if self.compiled is not None:
+            roofline = _LOG2_ROOFLINE if self.target == "log_time_over_roofline" else -1
+            index, best_us, second_us, count = self.compiled.best_two(problem, candidates.indices, roofline)
+            if count == 0:
+                return None
+            return int(index), float(best_us), (float(second_us) if count > 1 else None)
+        indices, times = self.times_us(problem, candidates)
+        if not len(indices):
+            return None
+        best = int(np.argmin(times))
+        second = float(np.partition(times, 1)[1]) if len(times) > 1 else None
+        return int(indices[best]), float(times[best]), second
+
     def ranked(
         self, problem: Problem, candidates: CandidateSet | None = None
     ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
@@ -146,7 +164,15 @@ class GroupScorer:
         order = np.argsort(times, kind="stable")
         return indices[order], times[order]
 
-    def top_configs(self, problems: Sequence[Problem], top_n: int, *, workers: int | None = None) -> NDArray[np.intp]:
+    def top_configs(
+        self,
+        problems: Sequence[Problem],
+        top_n: int,
+        *,
+        workers: int | None = None,
+        prescore: Scorer | None = None,
+        keep: int = 64,
+    ) -> NDArray[np.intp]:
         """Space indices of the ``top_n`` fastest candidates of each problem by the full model, fastest
         first (ties keep space order, as :meth:`ranked`), ``-1`` where a problem has fewer candidates.
 
@@ -154,9 +180,17 @@ class GroupScorer:
         (threads; default: one per CPU): with ``xgboost.Booster.inplace_predict`` as the scorer, which
         releases the GIL and is thread-safe for tree models, one chunk is scored while the next is
         featurised. The numpy evaluator gives the same ranking, more slowly.
+
+        ``prescore`` (a cheaper model of the same target, such as the first 150 of the model's 300
+        trees, :meth:`~tilecost.predict.trees.TreeEnsemble.first_trees`): the full model ranks only
+        each problem's ``keep`` best candidates by it, so the ranking is the full model's among
+        those (:func:`~tilecost.predict.export.prepare_artifact_files` says how close and how much
+        cheaper).
         """
         if top_n < 1:
             raise ValueError(f"top_n={top_n} is not allowed; use an int >= 1")
+        if keep < top_n:
+            raise ValueError(f"keep={keep} is not allowed; use an int >= top_n ({top_n})")
         chunks = [
             list(range(i, min(i + _CHUNK_PROBLEMS, len(problems)))) for i in range(0, len(problems), _CHUNK_PROBLEMS)
         ]
@@ -173,6 +207,17 @@ class GroupScorer:
             if bounds[-1] == 0:
                 return
             x = np.concatenate(parts)
+            if prescore is not None:  # the full model scores each problem's `keep` best by the prescore
+                coarse = np.log(times_from_target(self.target, prescore(x), x))
+                picked, picked_bounds = [], [0]
+                for row in range(len(members)):
+                    start, stop = bounds[row], bounds[row + 1]
+                    order = np.sort(np.argpartition(coarse[start:stop], keep)[:keep]) if stop - start > keep else None
+                    rows_kept = np.arange(start, stop) if order is None else start + order
+                    picked.append(rows_kept)
+                    indices[row] = indices[row][rows_kept - start]
+                    picked_bounds.append(picked_bounds[-1] + len(rows_kept))
+                x, bounds = x[np.concatenate(picked)], picked_bounds
             log_times = np.log(times_from_target(self.target, self.scorer(x), x))
             for row, i in enumerate(members):
                 segment = log_times[bounds[row] : bounds[row + 1]]

@@ -33,6 +33,7 @@ Where numba is installed, :meth:`TreeEnsemble.predict` hands the rows to the com
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass
@@ -150,6 +151,15 @@ class TreeEnsemble:
             roots=np.array(roots, dtype=np.intp),
             depth=depth,
         )
+
+    def first_trees(self, count: int) -> TreeEnsemble:
+        """The ensemble of the first ``count`` trees in boosting order (all of them if fewer): a
+        coarser, cheaper model whose ranking of a problem's candidates is close to the full one's
+        (export uses it to pick which candidates of a sample shape the full model ranks). It shares
+        this ensemble's node arrays and walks only the first roots."""
+        if isinstance(count, bool) or count < 1:
+            raise ValueError(f"count={count!r} is not allowed; use an int >= 1")
+        return dataclasses.replace(self, roots=self.roots[:count])
 
     @functools.cached_property
     def _packed(self) -> NDArray[np.intp] | None:

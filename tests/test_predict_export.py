@@ -86,6 +86,49 @@ def test_batched_top_configs_equal_ranking_each_problem_alone(group: GroupScorer
         assert (top[len(ranked) :] == -1).all()
 
 
+def test_a_prescore_narrows_what_the_full_model_ranks(group: GroupScorer, model_json: bytes) -> None:
+    problems = [*PROBLEMS, Problem(1, 7, 3), Problem(300, 5000, 17)]
+    exact = group.top_configs(problems, 5, workers=2)
+    ensemble = TreeEnsemble.from_json(model_json)
+
+    # The full model as its own prescore: its best 8 hold its best 5, so the ranking is unchanged.
+    assert np.array_equal(group.top_configs(problems, 5, workers=2, prescore=ensemble.predict, keep=8), exact)
+    # A coarse prescore: the full model ranks only the prescore's best 16 of each problem, so every
+    # answer is among them (ties at the 16th included), in the full model's order.
+    coarse = ensemble.first_trees(3)
+    prescored = GroupScorer.build(group.device, group.dtype, group.layout, group.target, coarse.predict)
+    narrowed = group.top_configs(problems, 5, workers=2, prescore=coarse.predict, keep=16)
+    for problem, top in zip(problems, narrowed, strict=True):
+        indices, times = group.times_us(problem, group.everything)
+        full = dict(zip(indices.tolist(), times.tolist(), strict=True))
+        if len(indices) <= 16:  # nothing to narrow
+            assert top[: min(5, len(indices))].tolist() == group.ranked(problem)[0][:5].tolist()
+            continue
+        coarse_indices, coarse_times = prescored.times_us(problem, group.everything)
+        kept = coarse_indices[coarse_times <= np.sort(coarse_times)[15]].tolist()
+        assert set(top.tolist()) <= set(kept)
+        assert [full[i] for i in top] == sorted(full[i] for i in top)
+    with pytest.raises(ValueError, match="keep=3 is not allowed"):
+        group.top_configs(problems, 5, prescore=coarse.predict, keep=3)
+
+
+def test_first_trees_are_the_sum_of_the_first_trees(model_json: bytes) -> None:
+    ensemble = TreeEnsemble.from_json(model_json)
+    rows = np.random.default_rng(0).normal(size=(7, ensemble.num_features)).astype(np.float32)
+
+    first, rest = ensemble.first_trees(2), ensemble.first_trees(ensemble.num_trees + 5)
+
+    assert first.num_trees == 2 and rest.num_trees == ensemble.num_trees
+    assert np.array_equal(rest.predict_numpy(rows), ensemble.predict_numpy(rows))
+    # Two trees' leaves: the base score plus the sum of each tree's reached leaf alone.
+    alone = [TreeEnsemble(**{**asdict(ensemble), "roots": ensemble.roots[i : i + 1]}) for i in (0, 1)]
+    leaves = [a.predict_numpy(rows) - a.base_score for a in alone]
+    np.testing.assert_allclose(first.predict_numpy(rows), ensemble.base_score + leaves[0] + leaves[1], rtol=1e-6)
+    np.testing.assert_array_equal(first.predict(rows), first.predict_numpy(rows))  # compiled where numba is
+    with pytest.raises(ValueError, match="count=0"):
+        ensemble.first_trees(0)
+
+
 def test_every_sample_shape_finds_its_best_in_its_own_list(group: GroupScorer) -> None:
     # Two cells along m; lists wide enough to keep every sample's winners: the containment of the
     # shapes the lists were built from is then exact, whatever the prefix order.
@@ -134,10 +177,13 @@ def test_sample_shapes_cover_the_grid_and_both_alignments() -> None:
     assert shapes.shape == (1000, 3) and shapes.min() >= 1
     assert (np.log2(shapes) <= spec.log2_high + 0.5).all()
     large = shapes >= 64
-    assert 0.55 < (shapes[large] % 16 == 0).mean() < 0.8  # round numbers and multiples of 16: 2/3 of them
+    assert 0.4 < (shapes[large] % 16 == 0).mean() < 0.65  # round numbers and multiples of 16: half of them
     assert (shapes[large] % 16 == 8).any()  # and 8-aligned ones among the ragged rest
     round_ = np.isin(shapes, [c * 2**j for c in (1, 3, 5, 7, 9) for j in range(32)])
-    assert 0.3 < round_.mean() < 0.6  # a third are round, and some others by chance (small extents)
+    assert 0.2 < round_.mean() < 0.5  # a quarter are round, and some others by chance (small extents)
+    # Each alignment variant (M, N, K a multiple of 16 or not) gets about an eighth of the shapes.
+    variants = (shapes % 16 == 0) @ np.array([1, 2, 4])
+    assert np.bincount(variants, minlength=8).min() > 1000 / 8 * 0.5
 
 
 def test_grids_cover_the_domain_with_a_margin() -> None:

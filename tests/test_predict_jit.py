@@ -195,3 +195,30 @@ def test_a_checker_with_the_compiled_distance_gives_the_same_verdicts(artifact):
         for dtype in (DType.BF16, DType.FP16, DType.FP8):
             problem = Problem(max(m, 1), max(n, 1), max(k, 1), dtype, Layout.NT)
             assert plain.verdict(problem) == numpy_only.verdict(problem)
+
+
+@needs_numba
+@pytest.mark.parametrize("target", ["log_time_us", "log_time_over_roofline"])
+def test_the_compiled_best_two_are_the_numpy_paths(model_json: bytes, target: str) -> None:
+    # GroupScorer.best_two: the compiled path computes times and the two fastest in the kernel; the
+    # numpy path is times_us + argmin + partition. Both targets, shortlist-sized and whole sets.
+    ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    device = load_device("h200")
+    compiled = GroupScorer.build(device, DType.BF16, Layout.NT, target, ensemble.predict, ensemble.compiled)
+    reference = GroupScorer.build(device, DType.BF16, Layout.NT, target, ensemble.predict_numpy)
+    assert compiled.compiled is not None and reference.compiled is None
+    rng = np.random.default_rng(11)
+    for problem in _random_problems(60, seed=11):
+        problem = Problem(problem.m, problem.n, problem.k)
+        members = np.sort(rng.choice(len(compiled.space), size=24, replace=False))
+        for candidates in (compiled.subset(members), compiled.everything):
+            ours = compiled.best_two(problem, candidates)
+            theirs = reference.best_two(problem, reference.subset(candidates.indices))
+            if theirs is None:
+                assert ours is None
+                continue
+            assert ours is not None and ours[0] == theirs[0]
+            assert ours[1] == pytest.approx(theirs[1], rel=1e-13)
+            assert (ours[2] is None) == (theirs[2] is None)
+            if theirs[2] is not None:
+                assert ours[2] == pytest.approx(theirs[2], rel=1e-13)

@@ -187,3 +187,24 @@ def test_a_distance_rule_lowers_the_sparse_neighbourhood_threshold() -> None:
     assert ruled.sparse_distance_log2 == 1.0 and ruled.rules == (FlagRule("log2_top2_gap", True, 0.1),)
     assert ruled.verdict(Problem(2**5, 2**11, 2**11)).reasons == (OODReason.SPARSE_NEIGHBOURHOOD,)  # sqrt(3) > 1
     assert not checker.verdict(Problem(2**5, 2**11, 2**11))
+
+
+def test_calibration_widens_a_small_groups_range_but_never_beyond_all_training_problems() -> None:
+    # bf16 spans m = 2**4..2**12; fp16 has one problem at m = 2**6. A good fp16 held-out problem at
+    # m = 2**7 lies 1 octave beyond fp16's range but inside bf16's: the unwidened range flags it.
+    training = [Problem(16, 1024, 1024), Problem(4096, 1024, 1024), Problem(64, 1024, 1024, "fp16")]
+    heldout = [Problem(128, 1024, 1024, "fp16"), Problem(64, 1024, 1024)]
+    unwidened = OODChecker.from_metadata(training_domain(training), {"sparse_distance_log2": 9.0})
+    assert OODReason.DIM_OUTSIDE_TRAINING_RANGE in unwidened.verdict(heldout[0]).reasons
+
+    stored = calibrate_ood(heldout, [1.0, 1.0], training, max_good_flagged=0.0)
+
+    # Margins 0 and 0.5 flag the good problem; 1 octave is the smallest that does not.
+    assert stored["range_margin_log2"] == 1.0 and stored["calibration"]["good_flagged_rate"] == 0.0
+    checker = OODChecker.from_metadata(training_domain(training), stored)
+    assert not checker.verdict(heldout[0])
+    # Beyond the range of every training problem (m = 2**13 > 2**12) the range rule still fires.
+    far = checker.verdict(Problem(8192, 1024, 1024, "fp16"))
+    assert OODReason.DIM_OUTSIDE_TRAINING_RANGE in far.reasons
+    # An artifact without a stored margin keeps the group's own range.
+    assert OODChecker.from_metadata(training_domain(training), {}).range_margin_log2 == 0.0
