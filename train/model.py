@@ -31,10 +31,11 @@ problem's ranking, so the trees spend their splits there, while the label stays 
 top-5 0.949/0.940 against 0.945/0.942, log-RMSE 0.27 against 0.25. Half-life 0.5 ranked alike (top-1
 0.898/0.886) at log-RMSE 0.35; 0.25 with floor 0.02 0.888; 0.5 with floor 0.05 0.884. At half-life 0.5,
 neither hyperparameters (learning rate 0.05, min_child_weight 5, column sampling 0.6, depth 6 with 400
-trees: 0.850) nor down-weighting screening bounds (``hopeless_weight`` 0.3: 0.886) or problems whose
-best is under 8 µs (``tiny_best_us``/``tiny_weight`` 0.3: 0.902, within the folds' noise) helped
-clearly. The CV worst problems are tiny ones whose pick has an outlier screening time (a 16x16 tile
-timed at 210 ms on 48x383x3), noise no weighting removes. ``hopeless_weight`` scales rows whose time
+trees: 0.850; at half-life 1, depth 10 with 240 trees: 0.888) nor down-weighting screening bounds
+(``hopeless_weight`` 0.3: 0.886) or problems whose best is under 8 µs (``tiny_best_us``/``tiny_weight``
+0.3: 0.902 at half-life 0.5, 0.869 at 1: noise) helped clearly. The CV worst problems are tiny
+ones whose pick has an outlier screening time (a 16x16 tile timed at 210 ms on 48x383x3), noise no
+weighting removes. ``hopeless_weight`` scales rows whose time
 is a screening bound (noisier); ``tiny_weight`` rows of problems whose best is under ``tiny_best_us``.
 
 Defaults (depth 8, learning rate 0.1, 300 trees, row and column subsampling 0.8) are what grouped
