@@ -1,0 +1,100 @@
+"""CostModel's row weights: problems balanced, fast configurations emphasised, tiny problems damped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.test_train_fixtures import write_dataset
+from tilecost.device import load_device
+from tilecost.train.dataset import load_measurements
+from tilecost.train.model import CostModel
+from tilecost.train.pipeline import build_features, split_by_role
+
+DEVICE = load_device("h200")
+SMALL = {"n_estimators": 20, "max_depth": 4, "n_jobs": 1}
+
+
+@pytest.fixture(scope="module")
+def training(tmp_path_factory: pytest.TempPathFactory):
+    root = write_dataset(tmp_path_factory.mktemp("weights") / "ds")
+    train, _ = split_by_role(load_measurements(root, "h200"))
+    _, problem = np.unique(train["problem_key"].to_numpy(), return_inverse=True)
+    return train, build_features(train, DEVICE), problem
+
+
+def test_halflife_halves_the_weight_per_halflife_slower_than_the_problems_best() -> None:
+    # One problem, times 10, 20, 40 µs: 0, 1 and 2 octaves slower than its best. Half-life 1 octave:
+    # factors 1, 1/2, 1/4 (sum 1.75); balanced to a total of 3 (the mean row count): 3/1.75 = 12/7 each.
+    model = CostModel(fast_halflife_octaves=1.0)
+
+    weight = model.sample_weight(np.array([10.0, 20.0, 40.0]), np.array([0, 0, 0]))
+
+    assert weight == pytest.approx(np.array([1.0, 0.5, 0.25]) * 12 / 7)
+
+
+def test_floor_bounds_the_weight_of_slow_configurations() -> None:
+    # 4 octaves slower with half-life 0.5: 2**-8 = 0.0039, raised to the floor 0.1.
+    model = CostModel(fast_halflife_octaves=0.5, fast_weight_floor=0.1, balance_problems=False)
+
+    weight = model.sample_weight(np.array([5.0, 80.0]), np.array([0, 0]))
+
+    assert weight == pytest.approx([1.0, 0.1])
+
+
+def test_default_emphasises_configurations_within_an_octave_of_the_best() -> None:
+    assert CostModel().fast_halflife_octaves == 1.0  # chosen by grouped CV (train/model.py docstring)
+
+
+def test_every_problem_keeps_the_same_total_weight(training) -> None:
+    train, _, problem = training
+    times = train["time_us"].to_numpy()
+
+    settings = ({"fast_halflife_octaves": 0.0}, {}, {"fast_halflife_octaves": 0.25, "fast_weight_floor": 0.05})
+    for params in settings:
+        totals = np.bincount(problem, weights=CostModel(**params).sample_weight(times, problem))
+        assert totals == pytest.approx(np.full(len(totals), len(times) / len(totals))), params
+
+
+def test_tiny_problems_and_hopeless_rows_are_scaled_after_balancing() -> None:
+    # Problem 0 (best 4 µs) is tiny under an 8 µs threshold, problem 1 (best 50 µs) is not; 3 rows in
+    # all, 2 problems: each balanced to a total of 1.5, then problem 0's rows x 0.5, a hopeless row x 0.2.
+    model = CostModel(fast_halflife_octaves=0.0, tiny_best_us=8.0, tiny_weight=0.5, hopeless_weight=0.2)
+
+    weight = model.sample_weight(
+        np.array([4.0, 12.0, 50.0]), np.array([0, 0, 1]), hopeless=np.array([False, True, False])
+    )
+
+    assert weight == pytest.approx([0.75 * 0.5, 0.75 * 0.5 * 0.2, 1.5])
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"fast_halflife_octaves": -1.0}, "fast_halflife_octaves"),
+        ({"fast_weight_floor": 1.5}, "fast_weight_floor"),
+        ({"tiny_best_us": -8.0}, "tiny_best_us"),
+        ({"tiny_weight": 0.0}, "tiny_weight"),
+    ],
+)
+def test_bad_weight_settings_are_refused_at_fit(training, params: dict, message: str) -> None:
+    train, X, _ = training
+    with pytest.raises(ValueError, match=message):
+        CostModel(**{**SMALL, **params}).fit(X, train["time_us"], groups=train["problem_key"])
+
+
+def test_fast_weighting_fits_the_fast_configurations_closer_and_still_predicts_microseconds(training) -> None:
+    train, X, problem = training
+    times = train["time_us"].to_numpy()
+    best = np.full(problem.max() + 1, np.inf)
+    np.minimum.at(best, problem, times)
+    near = times <= 1.25 * best[problem]  # within a quarter of their problem's best
+
+    def errors(**params) -> np.ndarray:
+        model = CostModel(**{**SMALL, "n_estimators": 60, **params}).fit(X, times, groups=train["problem_key"])
+        return np.log(model.predict(X)) - np.log(times)
+
+    plain, weighted = errors(fast_halflife_octaves=0.0), errors(fast_halflife_octaves=0.25)
+
+    assert np.sqrt(np.mean(weighted[near] ** 2)) < np.sqrt(np.mean(plain[near] ** 2))
+    assert np.sqrt(np.mean(weighted**2)) < 0.5  # the slow rows still get times, not just an order
