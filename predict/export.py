@@ -25,7 +25,7 @@ bf16 space. Pass
 ``scorer=booster.inplace_predict``: 2-4 µs a row for 300 trees of depth 8 in large batches, where
 the numpy evaluator takes ~7 µs; it is checked against the numpy evaluation of ``model_json`` first,
 and called from ``workers`` threads at once (default: one per CPU; XGBoost predicts thread-safely
-and releases the GIL). With the defaults an export takes ~4-6 minutes on this 2-core machine. Tests
+and releases the GIL). With the defaults an export takes ~9-10 minutes on this 2-core machine. Tests
 should pass ``samples=64, validation=16`` or so.
 """
 
@@ -68,7 +68,7 @@ def prepare_artifact_files(
     scorer: Scorer | None = None,
     step_log2: float = 1.0,
     margin_log2: float = 0.5,
-    samples: int = 96_000,
+    samples: int = 384_000,
     top_n: int = 8,
     list_width: int = 64,
     default_width: int = 22,
@@ -98,10 +98,13 @@ def prepare_artifact_files(
     ``prescore_keep`` best candidates of the model's first ``prescore_trees`` trees
     (:meth:`GroupScorer.top_configs`; 0: every candidate), which costs half as much: on the
     61-held-out H200 model (300 trees), the first 150 trees' best 64 gave the full model's best for
-    597 of 600 sample shapes and 98.9% of their top 8. So the default samples are twice the 48,000
-    of ranking every candidate, for the same export time: doubling the samples from 8,000 to 16,000
-    for bf16/nt had raised how often a list held the full model's best at ~17 rows scored from 68%
-    to 76% of random shapes. Raises ``ArtifactError`` when the model does not evaluate (unsupported booster,
+    597 of 600 sample shapes and 98.9% of their top 8, so a sample costs half of what ranking every
+    candidate did. More samples buy agreement: doubling them from 8,000 to 16,000 for bf16/nt had raised
+    how often a list held the full model's best at ~17 rows scored from 68% to 76% of random shapes, and
+    96,000 → 384,000 (the default since the fourth session; ~500 s of the export instead of ~130 s)
+    raised agreement with scoring every candidate at the default width from 48 to 53 of 61 held-out
+    problems and from 82% to 87% of random shapes (docs/BENCHMARKS.md §5). Raises ``ArtifactError``
+    when the model does not evaluate (unsupported booster,
     feature list or schema not this tilecost's).
     """
     if tuple(metadata.feature_names) != FEATURE_NAMES or metadata.feature_schema_version != FEATURE_SCHEMA_VERSION:
