@@ -74,5 +74,6 @@ for step in "$@"; do
     *) say "unknown step $step" ;;
     esac
 done
-tar czf "$OUT/measurements.tgz" --transform 's,^measurements,datasets/measurements,' -C "$(dirname "$DATASET")" measurements
+tar czf "$OUT/measurements.tgz" --transform "s,^$(basename "$DATASET"),datasets/measurements," \
+    -C "$(dirname "$DATASET")" "$(basename "$DATASET")"
 say "done"
