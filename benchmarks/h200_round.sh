@@ -42,7 +42,7 @@ for step in "$@"; do
         TILECOST_DEVICE=cuda timeout 300 python3 -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -8 | tee -a "$LOG" ;;
     seed)
         say "seed-figure problems (BLOCK_K=64, every candidate)"
-        timeout 200 tilecost collect --plan datasets/plans/seed_figure.json --dataset datasets/measurements \
+        timeout 200 tilecost collect --plan datasets/plans/seed_figure.json --dataset "$DATASET" \
             --sample-fraction 1.0 --workers "$WORKERS" 2>&1 | tail -4 | tee -a "$LOG" ;;
     autotune)
         say "autotune: model-pruned top-5 against the full autotune"
@@ -74,5 +74,6 @@ for step in "$@"; do
     *) say "unknown step $step" ;;
     esac
 done
-tar czf "$OUT/measurements.tgz" --transform 's,^measurements,datasets/measurements,' -C "$(dirname "$DATASET")" measurements
+tar czf "$OUT/measurements.tgz" --transform "s,^$(basename "$DATASET"),datasets/measurements," \
+    -C "$(dirname "$DATASET")" "$(basename "$DATASET")"
 say "done"

@@ -354,7 +354,8 @@ def calibrate_ood(
     best: tuple[int, float, float, float] | None = None  # (caught, -good flagged rate, -margin, threshold)
     for margin in RANGE_MARGINS_LOG2:
         ood = {"sparse_distance_log2": math.inf, "neighbours": neighbours, "range_margin_log2": margin}
-        verdicts = [OODChecker.from_metadata(domain, ood).verdict(p) for p in heldout]
+        checker = OODChecker.from_metadata(domain, ood)
+        verdicts = [checker.verdict(p) for p in heldout]
         distances = np.array([v.neighbour_distance_log2 for v in verdicts])
         other = np.array([any(r is not OODReason.SPARSE_NEIGHBOURHOOD for r in v.reasons) for v in verdicts])
         for threshold in sorted({*distances[np.isfinite(distances)].tolist(), math.inf}, reverse=True):

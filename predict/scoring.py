@@ -189,7 +189,7 @@ class GroupScorer:
         """
         if top_n < 1:
             raise ValueError(f"top_n={top_n} is not allowed; use an int >= 1")
-        if keep < top_n:
+        if prescore is not None and keep < top_n:
             raise ValueError(f"keep={keep} is not allowed; use an int >= top_n ({top_n})")
         chunks = [
             list(range(i, min(i + _CHUNK_PROBLEMS, len(problems)))) for i in range(0, len(problems), _CHUNK_PROBLEMS)
