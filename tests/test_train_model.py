@@ -144,3 +144,25 @@ def test_grouped_cross_validation_ranks_every_training_problem_out_of_fold(train
     assert 0 < evaluation.summary()["top1_geomean"] <= 1
     with pytest.raises(ValueError, match="cannot fill 99 folds"):
         grouped_cross_validation(CostModel(**SMALL), train, X, folds=99)
+
+
+def test_bagged_model_predicts_the_mean_of_its_bags(training) -> None:
+    # n_bags=3 with 30 trees: three boosters of 10 trees (seeds 0, 1, 2) merged into one of 30 trees
+    # whose margin is their mean, so the predictor scores it like any other booster.
+    import xgboost as xgb
+
+    train, X, _ = training
+    bagged = _fit(training, n_estimators=30, n_bags=3, seed=0)
+    singles = [_fit(training, n_estimators=10, seed=s) for s in range(3)]
+
+    assert bagged.booster_.num_boosted_rounds() == 30
+    mean = np.mean([m.predict_target(X) for m in singles], axis=0)
+    assert bagged.predict_target(X) == pytest.approx(mean, abs=1e-5)
+    reloaded = xgb.Booster()
+    reloaded.load_model(bytearray(bagged.model_json()))
+    assert reloaded.inplace_predict(X) == pytest.approx(mean, abs=1e-5)
+
+
+def test_bad_bag_count_is_refused_at_fit(training) -> None:
+    with pytest.raises(ValueError, match="n_bags"):
+        _fit(training, n_bags=0)

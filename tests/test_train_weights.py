@@ -68,6 +68,31 @@ def test_tiny_problems_and_hopeless_rows_are_scaled_after_balancing() -> None:
     assert weight == pytest.approx([0.75 * 0.5, 0.75 * 0.5 * 0.2, 1.5])
 
 
+def test_balance_kinds_evens_out_the_total_weight_of_dtype_and_layout_kinds() -> None:
+    # Three problems of kind 0 (one row each) and one of kind 3; each problem balanced to a total of 1.
+    # Kinds hold 3 and 1 problems, mean 2: factors (2/3) ** b and 2 ** b.
+    times, problem, kind = np.array([5.0, 6.0, 7.0, 8.0]), np.array([0, 1, 2, 3]), np.array([0, 0, 0, 3])
+    base = CostModel(fast_halflife_octaves=0.0)
+    full = CostModel(fast_halflife_octaves=0.0, balance_kinds=1.0)
+    half = CostModel(fast_halflife_octaves=0.0, balance_kinds=0.5)
+
+    assert base.sample_weight(times, problem, kind=kind) == pytest.approx([1, 1, 1, 1])
+    weight = full.sample_weight(times, problem, kind=kind)
+    assert weight == pytest.approx([2 / 3, 2 / 3, 2 / 3, 2])
+    assert weight[:3].sum() == pytest.approx(weight[3])  # each kind the same total
+    assert half.sample_weight(times, problem, kind=kind) == pytest.approx([(2 / 3) ** 0.5] * 3 + [2**0.5])
+
+
+def test_kinds_are_read_off_the_feature_rows(training) -> None:
+    from tilecost.train.model import _kind_of_rows
+
+    train, X, _ = training
+    kinds = _kind_of_rows(X)
+    order = {"fp16": 0, "bf16": 1, "fp32": 2, "fp8e4m3": 3}
+    expected = train["dtype"].map(order).to_numpy() * 2 + (train["layout"] == "nt").to_numpy()
+    assert (kinds == expected).all()
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [
@@ -75,6 +100,7 @@ def test_tiny_problems_and_hopeless_rows_are_scaled_after_balancing() -> None:
         ({"fast_weight_floor": 1.5}, "fast_weight_floor"),
         ({"tiny_best_us": -8.0}, "tiny_best_us"),
         ({"tiny_weight": 0.0}, "tiny_weight"),
+        ({"balance_kinds": -0.5}, "balance_kinds"),
     ],
 )
 def test_bad_weight_settings_are_refused_at_fit(training, params: dict, message: str) -> None:
