@@ -41,11 +41,13 @@ is a screening bound (noisier); ``tiny_weight`` rows of problems whose best is u
 Kinds (``balance_kinds``, default 0: off): a problem of a (dtype, layout) kind holding P of the training
 problems is weighted by (mean P over kinds / P) ** balance_kinds, after the per-problem balancing (the
 dataset is uneven: fifth session, bf16 nt 150 of 286 training problems, fp32 nn 10). On grouped 5-fold CV
-over the 286 training problems (fold seeds 0-3, held-out unread): off top-1 0.882, worst 0.086, top-5 0.958;
+over the 286 training problems (with the then-default subsampling 0.8; fold seeds 0-3, held-out
+unread): off top-1 0.882, worst 0.086, top-5 0.958;
 0.25: 0.888 / 0.108 / 0.962; 0.5: 0.896 / 0.142 / 0.956; 1.0 (seeds 0-1): 0.875 against 0.882 off. The
 held-out problems, evaluated once with 0.5, gave top-1 0.910 against 0.933 off; over XGBoost seeds 1-3 the
 two settings' held-out top-1 ranged 0.898-0.937 and 0.898-0.933 alike. The seed moves the held-out figures
-more than the setting does, so it stays off. ``n_bags`` (default 1) averages boosters fitted with seeds
+more than the setting does, so it stays off; without subsampling CV did not prefer it either (0.25: 0.893,
+0.5: 0.890, against 0.894 off). ``n_bags`` (default 1) averages boosters fitted with seeds
 seed, seed + 1, ... into one booster of ``n_estimators`` trees; it differs from one booster only with
 subsampling (CV, with subsampling 0.8: 3 × 100 trees at learning rate 0.3, top-1 0.891 against 0.882).
 
