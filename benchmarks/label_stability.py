@@ -20,6 +20,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
+from scipy.stats import spearmanr
 
 
 def pairs(frame: pd.DataFrame, min_common: int = 20) -> pd.DataFrame:
@@ -34,7 +35,6 @@ def pairs(frame: pd.DataFrame, min_common: int = 20) -> pd.DataFrame:
             if len(common) < min_common:
                 continue
             a, b = a[common], b[common]
-            rank_a, rank_b = a.rank().to_numpy(), b.rank().to_numpy()
             rows.append(
                 {
                     "problem": key,
@@ -43,7 +43,7 @@ def pairs(frame: pd.DataFrame, min_common: int = 20) -> pd.DataFrame:
                     "common": len(common),
                     "old_best_in_new": float(b.min() / b[a.idxmin()]),
                     "new_best_in_old": float(a.min() / a[b.idxmin()]),
-                    "spearman": float(np.corrcoef(rank_a, rank_b)[0, 1]),
+                    "spearman": float(spearmanr(a.to_numpy(), b.to_numpy()).statistic),
                 }
             )
     return pd.DataFrame(rows)

@@ -53,29 +53,15 @@ class Dataset:
         return dict(zip(self.columns["config_id"][rows].tolist(), self.columns["time_us"][rows].tolist(), strict=True))
 
 
-def newest_run_rows(problem_key: np.ndarray, run_id: np.ndarray, timestamp: np.ndarray) -> np.ndarray:
-    """Which rows belong to their problem's newest run (by the run's latest timestamp): what training and
-    evaluation read (``tilecost.train.dataset``); a problem measured again keeps its old rows in the files."""
-    newest: dict[str, tuple[Any, str]] = {}
-    for key, run, stamp in zip(problem_key.tolist(), run_id.tolist(), timestamp.tolist(), strict=True):
-        if key not in newest or stamp > newest[key][0]:
-            newest[key] = (stamp, run)
-    return np.array([newest[k][1] == r for k, r in zip(problem_key.tolist(), run_id.tolist(), strict=True)])
-
-
 def load_dataset(groups: tuple[str, ...] | None = ("bf16-nt",)) -> Dataset:
     """The shipped measurements of ``groups`` ("dtype-layout"; None: every group), each problem's newest
     run only. The fixture model is trained on bf16/nt alone, so that tests do not change as the dataset
     grows other groups."""
     from tilecost.collect.store import DatasetStore
+    from tilecost.train.dataset import newest_run_mask
 
     table = DatasetStore(DATASET).read("h200")
-    newest = newest_run_rows(
-        table.column("problem_key").to_numpy(zero_copy_only=False),
-        table.column("run_id").to_numpy(zero_copy_only=False),
-        table.column("timestamp").to_numpy(zero_copy_only=False),
-    )
-    table = table.filter(newest)
+    table = table.filter(newest_run_mask(table.select(["problem_key", "run_id", "timestamp"]).to_pandas()))
     names = (
         "m",
         "n",

@@ -42,10 +42,11 @@ from tilecost.measurement import Status
 from tilecost.problem import DType, Layout
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["FINGERPRINT_COLUMNS", "Measurements", "REQUIRED_COLUMNS", "load_measurements"]
+__all__ = ["FINGERPRINT_COLUMNS", "Measurements", "REQUIRED_COLUMNS", "load_measurements", "newest_run_mask"]
 
 # What the device fingerprint of a model is made of (one value each, or the sorted distinct values).
 FINGERPRINT_COLUMNS = (
@@ -286,11 +287,20 @@ def load_measurements(
     )
 
 
-def _newest_run_per_problem(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """The rows of each problem's newest run (by its latest timestamp), and how many were set aside."""
+def newest_run_mask(frame: pd.DataFrame) -> np.ndarray:
+    """Which rows (columns ``problem_key``, ``run_id``, ``timestamp``) belong to their problem's newest
+    run, the run with the latest timestamp: a problem measured again keeps its earlier rows in the
+    files, and training, evaluation and the predictor's benchmark read the newest only."""
+    import numpy as np
+
     runs = frame.groupby(["problem_key", "run_id"], sort=False)["timestamp"].max().reset_index()
     if len(runs) == frame["problem_key"].nunique():
-        return frame.reset_index(drop=True), 0
+        return np.ones(len(frame), dtype=bool)
     newest = runs.sort_values("timestamp").drop_duplicates("problem_key", keep="last")
-    keep = frame.set_index(["problem_key", "run_id"]).index.isin(newest.set_index(["problem_key", "run_id"]).index)
+    return frame.set_index(["problem_key", "run_id"]).index.isin(newest.set_index(["problem_key", "run_id"]).index)
+
+
+def _newest_run_per_problem(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows of each problem's newest run (:func:`newest_run_mask`), and how many were set aside."""
+    keep = newest_run_mask(frame)
     return frame[keep].reset_index(drop=True), int((~keep).sum())

@@ -94,23 +94,19 @@ _DTYPE_COLUMNS = [FEATURE_NAMES.index(f"dtype_{d}") for d in ("fp16", "bf16", "f
 _LAYOUT_NT = FEATURE_NAMES.index("layout_nt")
 
 
-def _average_boosters(boosters: list[Any]) -> Any:
-    """One booster predicting the mean of ``boosters``' margins: their trees one booster after the
-    other, every leaf divided by their number. They must share the base score (XGBoost estimates it
-    from the labels, which the bags share)."""
+def _joined_booster(boosters: list[Any], scales: list[float]) -> Any:
+    """One booster whose margin is ``boosters[0]``'s base score plus, for each booster, its trees'
+    margin times its scale: their trees one booster after the other, each leaf multiplied by its
+    booster's scale. Only the first booster's base score is kept."""
     import json
 
     import xgboost as xgb
 
     models = [json.loads(b.save_raw("json")) for b in boosters]
-    bases = {m["learner"]["learner_model_param"]["base_score"] for m in models}
-    if len(bases) != 1:
-        raise ValueError(f"boosters with different base scores {sorted(bases)} cannot be averaged")
-    scale = 1.0 / len(models)
     merged = models[0]
     model = merged["learner"]["gradient_booster"]["model"]
     trees: list[dict[str, Any]] = []
-    for m in models:
+    for m, scale in zip(models, scales, strict=True):
         for tree in m["learner"]["gradient_booster"]["model"]["trees"]:
             tree["split_conditions"] = [
                 v * scale if left == -1 else v
@@ -126,6 +122,18 @@ def _average_boosters(boosters: list[Any]) -> Any:
     out = xgb.Booster()
     out.load_model(bytearray(json.dumps(merged).encode()))
     return out
+
+
+def _average_boosters(boosters: list[Any]) -> Any:
+    """One booster predicting the mean of ``boosters``' margins (:func:`_joined_booster`, every leaf
+    divided by their number). They must share the base score (XGBoost estimates it from the labels,
+    which the bags share)."""
+    import json
+
+    bases = {json.loads(b.save_config())["learner"]["learner_model_param"]["base_score"] for b in boosters}
+    if len(bases) != 1:
+        raise ValueError(f"boosters with different base scores {sorted(bases)} cannot be averaged")
+    return _joined_booster(boosters, [1.0 / len(boosters)] * len(boosters))
 
 
 def _kind_of_rows(X: NDArray[np.float64]) -> NDArray[np.intp]:
@@ -309,7 +317,8 @@ class CostModel:
         if not np.isfinite(X).all():
             raise ValueError("X has non-finite values; build it with tilecost.features.feature_matrix")
         problem_ids, inverse = np.unique(groups, return_inverse=True)
-        weight = self.sample_weight(time_us, inverse, hopeless, kind=_kind_of_rows(X))
+        kind = _kind_of_rows(X) if self.balance_kinds else None
+        weight = self.sample_weight(time_us, inverse, hopeless, kind=kind)
         y = to_target(time_us, X, self.target)
         params = self.xgb_params()
         names = list(FEATURE_NAMES)
@@ -382,7 +391,6 @@ class CostModel:
         that falls with time, and its trees fit the negated margin. Implemented by training on the
         negated base margin and negating the new trees' leaves back into one booster.
         """
-        import json
 
         import xgboost as xgb
 
@@ -398,24 +406,7 @@ class CostModel:
         ranker = xgb.train(rank_params, drank, num_boost_round=self.rank_rounds)
         # Append the ranker's trees, leaves negated, to the regression booster: one model predicting
         # regression margin - ranker margin, i.e. still the target.
-        reg = json.loads(booster.save_raw("json"))
-        rank = json.loads(ranker.save_raw("json"))
-        trees = reg["learner"]["gradient_booster"]["model"]["trees"]
-        offset = len(trees)
-        for i, tree in enumerate(rank["learner"]["gradient_booster"]["model"]["trees"]):
-            tree["split_conditions"] = [
-                -v if left == -1 else v for v, left in zip(tree["split_conditions"], tree["left_children"], strict=True)
-            ]
-            tree["base_weights"] = [-w for w in tree["base_weights"]]
-            tree["id"] = offset + i
-            trees.append(tree)
-        model = reg["learner"]["gradient_booster"]["model"]
-        model["tree_info"] = model["tree_info"] + [0] * (len(trees) - offset)
-        model["iteration_indptr"] = list(range(len(trees) + 1))
-        model["gbtree_model_param"]["num_trees"] = str(len(trees))
-        merged = xgb.Booster()
-        merged.load_model(bytearray(json.dumps(reg).encode()))
-        return merged
+        return _joined_booster([booster, ranker], [1.0, -1.0])
 
     # ------------------------------------------------------------------ predicting
     def _check_fitted(self) -> None:
