@@ -3,12 +3,15 @@
 On the fixed reference plan (``benchmarks/reference_plan.json``: 24 problems from 64×64×64 to 8192³) and a
 seeded sample of ``--configs`` candidates per problem, it measures:
 
-1. **Throughput.** The collector (parallel precompile + the interleaved protocol of ``tilecost.collect``)
-   against Triton's default loop over the same pairs: ``triton.testing.do_bench(fn)`` with its defaults
-   (25 ms warm-up, 100 ms of repetitions) for each config in turn. Compiling is reported apart: the default loop
-   compiles serially on first call, which is timed on a seeded sample of ``--serial-compile-sample`` pairs
-   drawn from the whole plan, in one process with an empty cache, and extrapolated; measuring is compared
-   with every kernel already in the cache.
+1. **Throughput.** The collector as ``tilecost collect`` runs it (``run_sweep``: the parallel compile on one
+   pool of workers, each problem measured with the interleaved protocol as soon as its kernels are compiled,
+   in the measuring child process, rows written to a Parquet dataset in a temporary directory), timed from
+   start to end, against Triton's default loop over the same pairs: ``triton.testing.do_bench(fn)`` with
+   its defaults (25 ms warm-up, 100 ms of repetitions) for each config in turn. The default loop compiles
+   each distinct kernel serially on its first call (Triton's in-process cache serves pairs of one
+   specialisation pattern: 725 kernels for the 768 pairs); that cost is timed on a seeded sample of
+   ``--serial-compile-sample`` distinct kernels, in a separate process with its own empty cache, and
+   extrapolated; its measuring is timed with every kernel already in the cache.
 2. **Fidelity.** On the first ``--fidelity-problems`` problems, a careful reference: do_bench(25 ms, 100 ms)
    for every config, three rounds, configs in a fresh random order each round, median of the three. Spearman
    rank correlation per problem between the collector's times and the reference's, and the reference time
@@ -28,6 +31,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,6 +76,30 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     return cov / (vx * vy) if vx and vy else 1.0
 
 
+def serial_compile_seconds(kernels: list[tuple[Problem, TileConfig]]) -> float:
+    """Seconds to compile ``kernels`` one after another in a fresh process with an empty Triton cache,
+    as the default loop does on each config's first call (the process's start and imports excluded)."""
+    listing = Path(tempfile.mkdtemp(prefix="tilecost-serial-")) / "kernels.json"
+    listing.write_text(json.dumps([[p.key, c.key] for p, c in kernels]))
+    env = {**os.environ, "TRITON_CACHE_DIR": str(listing.parent / "triton-cache")}
+    done = subprocess.run([sys.executable, __file__, "--serial-compile-of", str(listing)], env=env, check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def _serial_compile_child(listing: str) -> int:
+    from tilecost.collect.launch import bind
+    from tilecost.collect.runner import make_operands
+
+    kernels = [(Problem.from_key(p), TileConfig.from_key(c)) for p, c in json.loads(Path(listing).read_text())]
+    t0 = time.perf_counter()
+    for p, c in kernels:
+        a, b = make_operands(p)
+        bind(a, b, c).compile()
+    print(time.perf_counter() - t0)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="fidelity.json")
@@ -81,7 +109,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--graph-rep-ms", type=int, default=20,
                         help="rep of the CUDA-graph reference (do_bench_cudagraph); 0 leaves it out")  # fmt: skip
+    parser.add_argument("--serial-compile-of", help=argparse.SUPPRESS)  # the serial-compile child
     args = parser.parse_args()
+    if args.serial_compile_of:
+        return _serial_compile_child(args.serial_compile_of)
 
     # A private Triton cache, so that the compile timings start cold.
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tilecost-triton-"))
@@ -89,10 +120,13 @@ def main() -> int:
     import triton
     from triton.testing import do_bench, do_bench_cudagraph
 
-    from tilecost.collect.compile import precompile
+    from tilecost.collect.compile import specialisation_key
     from tilecost.collect.launch import bind
+    from tilecost.collect.plans import PlanEntry, Role
     from tilecost.collect.protocol import MeasureProtocol
     from tilecost.collect.runner import make_operands, run_problem
+    from tilecost.collect.store import DatasetStore
+    from tilecost.collect.sweep import SweepSettings, run_sweep
     from tilecost.collect.timing import CudaEventTimer
 
     plan = reference_problems()
@@ -101,45 +135,58 @@ def main() -> int:
                          "triton": triton.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                  "problems": [p.key for p in plan], "pairs": len(pairs)}  # fmt: skip
 
-    # Serial compile cost of the default loop, on a sample, cold cache, one process. The sample is drawn
-    # (seeded) from all 24 problems: until the fifth session it was the first 16 pairs, all of 4096³, and
-    # the estimate moved between 0.33 and 0.52 s per kernel from run to run (docs/BENCHMARKS.md §3b).
-    serial_sample = random.Random(0).sample(pairs, min(args.serial_compile_sample, len(pairs)))
+    # Serial compile cost of the default loop: a seeded sample of the distinct kernels, compiled one after
+    # another in a separate process with its own empty Triton cache (so that neither run finds the
+    # other's kernels). Until the fifth session the sample was the first 16 pairs, all of 4096³, and the
+    # estimate moved between 0.33 and 0.52 s a kernel from run to run (docs/BENCHMARKS.md §3b); until the
+    # sixth it was multiplied by the pairs (768), not by the distinct kernels the loop compiles (725).
+    kernels: dict[tuple[object, ...], tuple[Problem, TileConfig]] = {}
+    for p, c in pairs:
+        kernels.setdefault((*specialisation_key(p, c), c.key), (p, c))
+    serial_sample = random.Random(0).sample(sorted(kernels.values(), key=lambda pc: (pc[0].key, pc[1].key)),
+                                            min(args.serial_compile_sample, len(kernels)))  # fmt: skip
+    out["distinct_kernels"] = len(kernels)
     out["serial_compile_sample"] = [f"{p.key}/{c.key}" for p, c in serial_sample]
-    t0 = time.perf_counter()
-    for p, c in serial_sample:
-        a, b = make_operands(p)
-        bind(a, b, c).compile()
-    serial_per_kernel = (time.perf_counter() - t0) / len(serial_sample)
-    out["serial_compile_s_per_pair"] = serial_per_kernel
+    serial_per_kernel = serial_compile_seconds(serial_sample) / len(serial_sample)
+    out["serial_compile_s_per_kernel"] = serial_per_kernel
 
-    # 1. The collector: parallel precompile, then the protocol, problem by problem.
+    # 1. The collector, as `tilecost collect` runs it, on exactly the benchmark's pairs.
+    entries = [
+        PlanEntry(p, "reference", Role.TRAIN, only=(("config_id", tuple(c.key for c in sample(p, args.configs))),))
+        for p in plan
+    ]
+    settings = SweepSettings(sample_fraction=1.0, workers=args.workers, run_id="rfidelity")
+    store = DatasetStore(tempfile.mkdtemp(prefix="tilecost-fidelity-"))
     t0 = time.perf_counter()
-    compiled = precompile(pairs, workers=args.workers)
-    compile_s = time.perf_counter() - t0
+    summary = run_sweep(entries, store, settings, progress_stream=None)
+    collector_s = time.perf_counter() - t0
+    rows = store.read("h200").to_pandas()
+    timed = rows[rows.time_us.notna()]
+    collector: dict[str, dict[str, float]] = {p.key: {} for p in plan}
+    for key, config_id, median in zip(timed.problem_key, timed.config_id, timed.time_us, strict=True):
+        collector[key][config_id] = float(median)
+    out["collector"] = {
+        "total_s": collector_s,
+        "waited_for_compile_s": summary.compile_seconds,
+        "measure_s": summary.measure_seconds,
+        "rows": summary.rows,
+        "status_counts": summary.status_counts,
+        "workers": args.workers,
+    }
 
-    def collect(timer: CudaEventTimer) -> tuple[dict[str, dict[str, float]], float]:
+    # The collector's timer in this process once more, without the spin that keeps the host ahead (the
+    # timer of the first real runs), to show what that spin changes (every kernel is in the cache now).
+    def collect_in_process(timer: CudaEventTimer) -> tuple[dict[str, dict[str, float]], float]:
         results: dict[str, dict[str, float]] = {}
         t0 = time.perf_counter()
         for p in plan:
-            configs = [c for c in sample(p, args.configs) if compiled[(p.key, c.key)].status.value == "ok"]
+            configs = [TileConfig.from_key(k) for k in sorted(collector[p.key])]
             res = run_problem(p, configs, timer, MeasureProtocol())
             results[p.key] = {o.config.key: o.timing.median_us for o in res.outcomes if o.timing is not None}
         return results, time.perf_counter() - t0
 
-    # The collector as it runs in sweeps, and once more without the spin that keeps the host ahead
-    # (the timer of the first real runs), to show what that spin changes.
-    timer = CudaEventTimer()
-    collector, collector_measure_s = collect(timer)
-    out["collector"] = {
-        "compile_s": compile_s,
-        "measure_s": collector_measure_s,
-        "total_s": compile_s + collector_measure_s,
-        "launches": timer.launches,
-        "launches_that_waited_for_the_host": timer.host_bound,
-    }
     nospin_timer = CudaEventTimer(host_lead_us_per_launch=0.0)
-    nospin, nospin_s = collect(nospin_timer)
+    nospin, nospin_s = collect_in_process(nospin_timer)
     out["collector_without_spin"] = {
         "measure_s": nospin_s,
         "launches": nospin_timer.launches,
@@ -158,11 +205,11 @@ def main() -> int:
             if c.key in collector[p.key]:
                 default[p.key][c.key] = do_bench(bind(a, b, c), return_mode="median") * 1000
     default_measure_s = time.perf_counter() - t0
-    default_total = default_measure_s + serial_per_kernel * len(pairs)
-    out["default_loop"] = {"measure_s": default_measure_s, "compile_s_estimated": serial_per_kernel * len(pairs),
+    default_compile = serial_per_kernel * len(kernels)
+    default_total = default_measure_s + default_compile
+    out["default_loop"] = {"measure_s": default_measure_s, "compile_s_estimated": default_compile,
                            "total_s_estimated": default_total}  # fmt: skip
-    out["speedup_total"] = default_total / out["collector"]["total_s"]
-    out["speedup_measure"] = default_measure_s / collector_measure_s
+    out["speedup_total"] = default_total / collector_s
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(json.dumps(out["default_loop"]), flush=True)
 

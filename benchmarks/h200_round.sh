@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call of a collection session on the H200 (run from the repo root on the device machine):
-#   bash benchmarks/h200_round.sh STEP...   with STEP in: tests seed autotune fidelity collect nightly
+#   bash benchmarks/h200_round.sh STEP...   with STEP in: tests seed autotune fidelity scaling collect nightly
 # Steps run in the order given (`tests` keeps pytest's whole output in $OUT/gpu_tests.log); `collect` (and `nightly`) get the time left until TOTAL_S (default 570 s
 # after the start). Results land in $OUT: run.log, the benchmarks' JSON, and measurements.tgz (the
 # dataset directory, to be unpacked into the checkout). TRITON_CACHE_DIR is a folder of the checkout
@@ -50,7 +50,13 @@ for step in "$@"; do
     fidelity)
         say "collector throughput and fidelity (private cold Triton cache)"
         env -u TRITON_CACHE_DIR timeout 450 python3 benchmarks/collector_fidelity.py --configs 32 \
-            --fidelity-problems 5 --workers "$WORKERS" --out "$OUT/fidelity.json" 2>&1 | tail -12 | tee -a "$LOG" ;;
+            --fidelity-problems 5 --workers "$WORKERS" --out "$OUT/fidelity.json" >"$OUT/fidelity.log" 2>&1
+        tail -12 "$OUT/fidelity.log" | tee -a "$LOG" ;;
+    scaling)
+        say "per-GPU scaling: four collect runs of the reference plan, one GPU and all (every GPU of the host)"
+        timeout $(( $(left) - 30 )) python3 benchmarks/gpu_scaling.py --workers "$WORKERS" --out "$OUT/scaling.json" \
+            >"$OUT/scaling.log" 2>&1
+        say "scaling exit $?"; tail -5 "$OUT/scaling.log" | cut -c1-400 | tee -a "$LOG" ;;
     collect)
         budget=$(( $(left) - 90 ))
         say "collect ${ARGS:-$PLAN}, time budget ${budget}s"

@@ -12,7 +12,8 @@ Built-in families (all deterministic for a seed):
 
 A plan can also be a file (JSON list of objects with m, n, k, dtype, layout, and optional family,
 role and ``only``: a restriction of the candidates to some values of config fields, e.g.
-``{"only": {"block_k": [64]}}`` for the seed's BLOCK_M × BLOCK_N figure; such a problem is a training
+``{"only": {"block_k": [64]}}`` for the seed's BLOCK_M × BLOCK_N figure, or ``{"only": {"config_id":
+[...]}}`` for exactly those configs (the collector benchmark's sample); such a problem is a training
 problem, since held-out problems are measured over every candidate). Held-out problems are chosen
 by a seeded hash of the problem key, so a problem is held out in
 every plan and every run, and no shape is ever on both sides.
@@ -53,7 +54,9 @@ class Role(enum.Enum):
 
 
 # The TileConfig fields a plan entry may restrict (``only``).
-FILTER_FIELDS = ("variant", "block_m", "block_n", "block_k", "group_m", "split_k", "num_warps", "num_stages")
+FILTER_FIELDS = (
+    "config_id", "variant", "block_m", "block_n", "block_k", "group_m", "split_k", "num_warps", "num_stages",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,8 @@ class PlanEntry:
 
     def admits(self, config: object) -> bool:
         """Whether ``config`` (a TileConfig) passes this entry's ``only`` restriction."""
-        return all(config.to_dict()[name] in values for name, values in self.only)  # type: ignore[attr-defined]
+        fields = {**config.to_dict(), "config_id": config.key}  # type: ignore[attr-defined]
+        return all(fields[name] in values for name, values in self.only)
 
 
 def is_heldout(problem: Problem, seed: int = 0, fraction: float = HELDOUT_FRACTION) -> bool:

@@ -7,9 +7,12 @@ Each finished problem is written as one Parquet file before the next starts
 (:class:`~tilecost.collect.store.DatasetStore`), so a sweep killed at any point loses at most the
 problem in flight, and the same command run again measures exactly what is missing.
 
-Compiling overlaps measuring: while a group is measured, the next group's kernels are compiled in a
-background thread (which drives the worker processes), so a sweep costs about the larger of the two
-rather than their sum; ``compile_seconds`` counts only the time the sweep *waited* for a compile. With
+Compiling overlaps measuring. A background thread drives one pool of worker processes, kept for the
+whole sweep (a worker's start, imports and CUDA context, is paid once), through the groups one after
+another without waiting for measuring; each problem is measured as soon as its own kernels are
+compiled, while the rest of its group compiles, and the measuring process starts beside the first
+compile. A sweep therefore costs about the larger of compiling and measuring rather than their sum;
+``compile_seconds`` counts only the time the sweep *waited* for a compile. With
 ``first_group`` (a shard's index) the group order is rotated, so that the sweeps of several GPUs on one
 host start on different patterns and find each other's kernels in the shared Triton cache instead of
 compiling the same pattern side by side.
@@ -32,6 +35,7 @@ of a run use largely the same configs and a specialisation pattern compiles abou
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import json
@@ -42,7 +46,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -112,15 +115,18 @@ class SweepSummary:
 
 
 def shard(entries: Sequence[PlanEntry], index: int, count: int) -> list[PlanEntry]:
-    """Deterministic share ``index`` of ``count`` (by a hash of the problem key, so that the split
-    does not depend on the plan's order and every problem lands in exactly one shard)."""
+    """Deterministic share ``index`` of ``count``: the entries, ordered by a hash of the problem key
+    (so that the split does not depend on the plan's order), dealt out in turn. Every problem lands in
+    exactly one shard, and the shards' sizes differ by one at most (a hash modulo ``count`` left 10
+    and 14 of the 24 reference problems to two GPUs)."""
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
 
-    def h(e: PlanEntry) -> int:
-        return int.from_bytes(hashlib.blake2b(e.problem.key.encode(), digest_size=8).digest(), "big")
+    def h(e: PlanEntry) -> tuple[int, str]:
+        return int.from_bytes(hashlib.blake2b(e.problem.key.encode(), digest_size=8).digest(), "big"), e.problem.key
 
-    return [e for e in entries if h(e) % count == index]
+    dealt = {id(e) for e in sorted(entries, key=h)[index::count]}
+    return [e for e in entries if id(e) in dealt]
 
 
 def sample_rank(config: TileConfig, problem: Problem, seed: int) -> int:
@@ -289,10 +295,12 @@ def run_sweep(
         else:
             configs, fraction = choose_candidates(entry, settings)
             todo.append((entry, configs, fraction))
-    from tilecost.collect.compile import precompile, problem_pattern
+    from tilecost.collect.compile import compile_pool, precompile, problem_pattern
 
+    pool = None
     if precompile_fn is None and settings.backend.endswith(":cuda_backend"):
-        precompile_fn = precompile
+        pool = compile_pool(settings.workers)
+        precompile_fn = functools.partial(precompile, pool=pool)
 
     def group_of(item: tuple[PlanEntry, list[TileConfig], float]) -> str:
         return problem_pattern(item[0].problem)
@@ -311,53 +319,78 @@ def run_sweep(
         shift = first_group % len(batches)
         batches = batches[shift:] + batches[:shift]
     progress = Progress(len(todo), sum(len(c) for _, c, _ in todo), progress_stream) if progress_stream else None
+
+    # Compile results arrive problem by problem from the compile thread (``on_problem``); a problem is
+    # measured as soon as its own kernels are ready, not when its whole group is.
+    compiled: dict[tuple[str, str], Any] = {}
+    ready = {entry.problem.key: threading.Event() for entry, _, _ in todo}
+    lock = threading.Lock()
+
+    def on_problem(key: str, results: Mapping[tuple[str, str], Any]) -> None:
+        with lock:
+            compiled.update(results)
+        ready[key].set()
+
+    def compile_group(batch: list[tuple[PlanEntry, list[TileConfig], float]]) -> None:
+        assert precompile_fn is not None
+        pairs = [(e.problem, c) for e, cs, _ in batch for c in cs]
+        if progress:
+            progress.update(0, 0, f"compiling {len(pairs)} pairs of pattern {group_of(batch[0])}")
+        results = precompile_fn(pairs, workers=settings.workers, stop=stop_compiling, on_problem=on_problem)
+        with lock:
+            compiled.update(results)
+        for entry, _, _ in batch:  # a stand-in compiler may not report problem by problem
+            ready[entry.problem.key].set()
+
+    def out_of_time() -> bool:
+        return time_budget_s is not None and time.monotonic() - started > time_budget_s
+
+    def wait_compiled(key: str, group: Future[None] | None) -> bool:
+        """Wait until ``key``'s kernels are compiled; False once the time budget is spent (waiting
+        counts against it too: the fourth session's H200 call waited past its budget for a
+        2,475-kernel fp8 pattern and was killed by its timeout)."""
+        t0 = time.monotonic()
+        try:
+            while not ready[key].wait(0.05):
+                if group is not None and group.done():
+                    group.result()  # raises what the compiler raised
+                    break
+                if out_of_time():
+                    return False
+            return True
+        finally:
+            summary.compile_seconds += time.monotonic() - t0
+
     child: _Child | None = None
+    # One thread drives the compiler, group after group, ahead of measuring; the CPU would idle otherwise.
     compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilecost-compile")
     stop_compiling = threading.Event()
-    pending: Future[Mapping[tuple[str, str], Any]] | None = None
-
-    def start_compile(index: int) -> Future[Mapping[tuple[str, str], Any]] | None:
-        if precompile_fn is None or index >= len(batches):
-            return None
-        pairs = [(e.problem, c) for e, cs, _ in batches[index] for c in cs]
-        if progress:
-            progress.update(0, 0, f"compiling {len(pairs)} pairs of pattern {group_of(batches[index][0])}")
-        return compiler.submit(precompile_fn, pairs, workers=settings.workers, stop=stop_compiling)
-
+    groups: list[Future[None] | None] = []
     try:
-        pending = start_compile(0)
+        for batch in batches:
+            if precompile_fn is None:
+                groups.append(None)
+                for entry, _, _ in batch:
+                    ready[entry.problem.key].set()
+            else:
+                groups.append(compiler.submit(compile_group, batch))
+        if todo:
+            # The measuring process starts (imports, CUDA context) while the first kernels compile.
+            child = _start_child(settings)
         for index, batch in enumerate(batches):
-            if time_budget_s is not None and time.monotonic() - started > time_budget_s:
-                summary.stopped_early = True
-                break
-            compiled: Mapping[tuple[str, str], Any] = {}
-            if pending is not None:
-                t0 = time.monotonic()
-                # Waiting for a compile counts against the budget too: the fourth session's H200 call
-                # waited past its budget for a 2,475-kernel fp8 pattern and was killed by its timeout.
-                left = None if time_budget_s is None else max(0.0, time_budget_s - (t0 - started))
-                try:
-                    compiled = pending.result(timeout=left)
-                except FutureTimeout:
-                    summary.stopped_early = True
-                    break
-                finally:
-                    summary.compile_seconds += time.monotonic() - t0
-            pending = start_compile(index + 1)
             for entry, configs, fraction in batch:
-                if time_budget_s is not None and time.monotonic() - started > time_budget_s:
+                # The first problem is started whatever the clock says once its kernels are ready
+                # (the measuring process's start counts against the budget), so every run progresses.
+                late = out_of_time() and summary.problems_done > 0
+                if late or not wait_compiled(entry.problem.key, groups[index]):
                     summary.stopped_early = True
                     break
                 t0 = time.monotonic()
                 if child is None:
-                    child = _Child(settings.backend, settings.protocol)
-                    found = child.fingerprint.get("device_class")
-                    if found != settings.device_class:
-                        raise ValueError(
-                            f"device_class={settings.device_class!r} was asked for, but the measuring "
-                            f"process runs on {child.fingerprint.get('gpu_name')!r} ({found!r})"
-                        )
-                outcomes, child = _measure_entry(entry, configs, compiled, child, settings)
+                    child = _start_child(settings)
+                with lock:
+                    done = {(entry.problem.key, c.key): compiled.get((entry.problem.key, c.key)) for c in configs}
+                outcomes, child = _measure_entry(entry, configs, done, child, settings)
                 rows = _rows(entry, outcomes, child.fingerprint if child else {}, run_id, fraction)
                 path = store.write_problem(settings.device_class, entry.problem, run_id, rows)
                 summary.files.append(path)
@@ -373,13 +406,27 @@ def run_sweep(
     finally:
         if child is not None:
             child.close()
-        # A compile started for a group the sweep will not reach (time budget, an error) is told to
-        # stop: it finishes the kernels in flight, which stay in Triton's cache for the next run.
+        # Compiles of groups the sweep will not reach (time budget, an error) are told to stop: they
+        # finish the kernels in flight, which stay in Triton's cache for the next run.
         stop_compiling.set()
         compiler.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         if progress:
             progress.close()
     return summary
+
+
+def _start_child(settings: SweepSettings) -> _Child:
+    child = _Child(settings.backend, settings.protocol)
+    found = child.fingerprint.get("device_class")
+    if found != settings.device_class:
+        child.close()
+        raise ValueError(
+            f"device_class={settings.device_class!r} was asked for, but the measuring "
+            f"process runs on {child.fingerprint.get('gpu_name')!r} ({found!r})"
+        )
+    return child
 
 
 def _measure_entry(

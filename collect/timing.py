@@ -17,9 +17,11 @@ from typing import Any
 
 from tilecost.collect.protocol import Telemetry
 
-__all__ = ["CudaEventTimer", "DEFAULT_FLUSH_BYTES", "NvmlReader"]
+__all__ = ["CudaEventTimer", "DEFAULT_FLUSH_BYTES", "FIRST_SPIN_FACTOR", "NvmlReader"]
 
 DEFAULT_FLUSH_BYTES = 256 * 1024 * 1024
+# The first chunk of a round spins this many times longer (see CudaEventTimer, "The first chunk").
+FIRST_SPIN_FACTOR = 4
 
 
 class NvmlReader:
@@ -75,6 +77,14 @@ class CudaEventTimer:
     done and the device may have waited inside the chunk: its launches are counted in
     :attr:`host_bound` (an upper bound, reported by the backend, expected to stay at zero) and the
     spin doubles, up to 8 times, for the chunks that follow.
+
+    The first chunk. Every round but the first chunk's spin starts behind the previous chunk's
+    device work, so the host gains that lead too; the first starts on an idle device (the previous
+    round ended with a synchronisation), and its spin alone must outlast the host's 48 enqueues. At
+    25 µs a launch it did not: the sixth session's GPU test, with every kernel warm, still had exactly
+    its first chunk of 48 counted host-bound, and the sweeps' logs showed 48 or 96 such launches a
+    problem, never other chunks. The first chunk's spin is therefore :data:`FIRST_SPIN_FACTOR` times
+    longer: 3.6 ms more device time once a round.
 
     Warming up. The first launch of a kernel in a process costs the host far more than the next ones
     (CUDA loads the kernel's module lazily; Triton's launcher looks the binary up): milliseconds, more
@@ -165,7 +175,10 @@ class CudaEventTimer:
         self._warm_up(items)
         for first in range(0, len(launches), self._chunk):
             chunk = launches[first : first + self._chunk]
-            torch.cuda._sleep(self._spin_cycles)
+            # The round starts on an idle device: the first spin alone must cover the host's whole
+            # chunk. Later spins start only once the device has run the previous chunk (48 flushes of
+            # 256 MiB, milliseconds), which the host spends enqueuing, so they have that lead besides.
+            torch.cuda._sleep(self._spin_cycles * (FIRST_SPIN_FACTOR if first == 0 else 1))
             spun = Event()
             spun.record()
             for key, launch in chunk:

@@ -107,6 +107,9 @@ def test_shards_partition_the_plan():
     parts = [shard(plan, i, 4) for i in range(4)]
     keys = [e.problem.key for p in parts for e in p]
     assert sorted(keys) == sorted(e.problem.key for e in plan)
+    assert sorted(len(p) for p in parts) == [7, 7, 8, 8], "dealt in turn: sizes differ by one at most"
+    reversed_parts = [shard(plan[::-1], i, 4) for i in range(4)]
+    assert [{e.problem.key for e in p} for p in reversed_parts] == [{e.problem.key for e in p} for p in parts]
     with pytest.raises(ValueError, match="shard"):
         shard(plan, 4, 4)
 
@@ -193,6 +196,12 @@ def test_only_restricts_a_plan_file_entry_and_refuses_bad_fields(tmp_path):
     configs, fraction = choose_candidates(entry, SweepSettings(backend=SIM, sample_fraction=1.0))
     assert configs and {c.block_k for c in configs} == {64}
     assert 0.2 < fraction < 0.5  # BLOCK_K=64 of the 32/64/128 candidates
+    # config_id picks exactly the configs listed (the collector benchmark's seeded sample).
+    picked = sorted(c.key for c in configs[:3])
+    plan.write_text(json.dumps([{"m": 8192, "n": 8192, "k": 8192, "only": {"config_id": picked}}]))
+    (entry,) = load_plan_file(plan)
+    configs, _ = choose_candidates(entry, SweepSettings(backend=SIM, sample_fraction=1.0))
+    assert sorted(c.key for c in configs) == picked
 
     plan.write_text(json.dumps([{"m": 64, "n": 64, "k": 64, "only": {"block_q": [64]}}]))
     with pytest.raises(ValueError, match="entry 0.*block_q.*block_k"):
@@ -227,7 +236,7 @@ def _recording_precompile(store, calls, block_after=None):
     from tilecost.collect.compile import CompileResult, problem_pattern
     from tilecost.measurement import Status
 
-    def precompile(pairs, workers=None, stop=None):
+    def precompile(pairs, workers=None, stop=None, on_problem=None):
         patterns = sorted({problem_pattern(p) for p, _ in pairs})
         calls.append({"patterns": patterns, "files_then": len(store.files("h200")), "stop": stop})
         if block_after is not None and len(calls) > block_after:
