@@ -25,7 +25,11 @@ Hopeless candidates. A first screening round times each candidate once. A candid
 it: it stops there, recorded as ``hopeless`` with its screening time as the bound. A screening time
 the timer reports as *suspect* (``timer.last_round_suspects``: launches that may have waited for the
 host, so that their time may hold the wait) proves nothing: such a candidate is never declared
-hopeless on it and goes on to the timed rounds.
+hopeless on it and goes on to the timed rounds. In a timed round, a suspect candidate's samples are
+held back, and up to ``makeup_rounds`` extra rounds time the candidates that lost a round this way
+(the timer's spin has grown by then); only a candidate that never had a clean round keeps its held
+samples. The sixth session's fidelity run had 96 such launches on 16×4096×4096 while 15 compile
+processes and another GPU's sweep shared the host, and that problem's ranking suffered.
 
 The timer is injected (:class:`RoundTimer`), so this logic is tested on CPU with a fake one.
 """
@@ -90,6 +94,7 @@ class MeasureProtocol:
     pause_s: float = 0.15
     pause_above_w: float = 400.0
     seed: int = 0
+    makeup_rounds: int = 2
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -98,6 +103,8 @@ class MeasureProtocol:
             raise ValueError(f"min_reps={self.min_reps}, max_reps={self.max_reps}: need 1 <= min_reps <= max_reps")
         if self.hopeless_factor <= 1.0:
             raise ValueError(f"hopeless_factor={self.hopeless_factor} must be > 1")
+        if self.makeup_rounds < 0:
+            raise ValueError(f"makeup_rounds={self.makeup_rounds} must be >= 0")
         if self.target_us_per_round <= 0 or self.pause_s < 0:
             raise ValueError("target_us_per_round must be > 0 and pause_s >= 0")
 
@@ -178,21 +185,45 @@ def measure(
     reps = {k: protocol.reps_for(screen_us[k]) for k in survivors}
 
     samples: dict[K, list[float]] = {k: [] for k in survivors}
+    held: dict[K, list[float]] = {}  # samples of suspect rounds, kept only if no clean round replaces them
+    lost: dict[K, int] = {}  # rounds still to make up
     readings: list[Telemetry] = []
     last = screen_reading
+
+    def timed_round(order: list[K], makeup: bool) -> Telemetry | None:
+        got = timer.run_round([(k, launchers[k], reps[k]) for k in order])
+        suspects = set(getattr(timer, "last_round_suspects", ())) if protocol.makeup_rounds else set()
+        for k in order:
+            if k in suspects:
+                held.setdefault(k, []).extend(got[k])
+                if not makeup:
+                    lost[k] = lost.get(k, 0) + 1
+            else:
+                samples[k].extend(got[k])
+                if makeup:
+                    lost[k] -= 1
+        reading = timer.telemetry()
+        if reading is not None:
+            readings.append(reading)
+        return reading
+
     for r in range(protocol.rounds):
         if last is None or last.throttled or last.power_w >= protocol.pause_above_w:
             timer.pause(protocol.pause_s)
         order = survivors[:]
         rng.shuffle(order)
-        got = timer.run_round([(k, launchers[k], reps[k]) for k in order])
-        for k in order:
-            samples[k].extend(got[k])
-        reading = last = timer.telemetry()
-        if reading is not None:
-            readings.append(reading)
+        last = timed_round(order, makeup=False)
         if on_round:
             on_round(2 + r, total_rounds)
+    for _ in range(protocol.makeup_rounds):
+        order = [k for k in survivors if lost.get(k, 0) > 0]
+        if not order:
+            break
+        rng.shuffle(order)
+        timed_round(order, makeup=True)
+    for k in survivors:
+        if not samples[k]:  # never a clean round: what it has is all there is
+            samples[k] = held[k]
 
     result: dict[K, Timing] = {}
     screen_readings = [screen_reading] if screen_reading is not None else []

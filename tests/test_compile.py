@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from tilecost.collect.compile import compile_pool, precompile, specialisation_key
 from tilecost.config import KernelVariant
 from tilecost.problem import Problem
 from tilecost.space import problem_candidates
-
-pytestmark = pytest.mark.interpreter
-
 
 def _pairs():
     same_a = Problem(64, 64, 64, "bf16", "nt")

@@ -168,3 +168,45 @@ def test_a_suspect_screening_time_never_makes_a_candidate_hopeless():
     result = measure(_launchers(times), HostBoundScreening(times), MeasureProtocol(rounds=3, hopeless_factor=3.0))
     assert not result["b"].hopeless and result["b"].median_us == 11.0
     assert result["c"].hopeless, "a slow time that is not suspect still stops after screening"
+
+
+class _HostBoundIn(FakeTimer):
+    """A fake timer whose rounds listed in ``bad`` (round index: keys) wait for the host: those keys'
+    times in that round are inflated 5x and reported as suspects."""
+
+    def __init__(self, times, bad):
+        super().__init__(times)
+        self.bad = bad
+
+    def run_round(self, items):
+        out = super().run_round(items)
+        hit = self.bad.get(len(self.rounds) - 1, set()) & set(out)
+        for k in hit:
+            out[k] = [t * 5 for t in out[k]]
+        self.last_round_suspects = hit
+        return out
+
+
+def test_a_timed_round_that_waited_for_the_host_is_made_up():
+    times = {"a": 10.0, "b": 12.0}
+    # Round 0 is screening; rounds 1-3 are timed: "a" waits for the host in round 2.
+    timer = _HostBoundIn(times, {2: {"a"}})
+    result = measure(_launchers(times), timer, MeasureProtocol(rounds=3))
+    assert result["a"].median_us == 10.0 and max(result["a"].samples_us) == 10.0, "the inflated round is dropped"
+    assert len(timer.rounds) == 5, "screening, three rounds and one make-up round"
+    assert [k for k, _ in timer.rounds[-1]] == ["a"], "the make-up round times only the candidate that lost a round"
+    assert result["a"].reps == result["b"].reps, "the make-up round gives back the repetitions lost"
+
+
+def test_a_candidate_with_no_clean_round_keeps_what_it_has_and_makeups_can_be_off():
+    times = {"a": 10.0, "b": 12.0}
+    always = {r: {"a"} for r in range(1, 10)}
+    timer = _HostBoundIn(times, always)
+    result = measure(_launchers(times), timer, MeasureProtocol(rounds=3, makeup_rounds=2))
+    assert len(timer.rounds) == 6, "two make-up rounds at most"
+    assert result["a"].median_us == 50.0, "never clean: its held samples are all there is"
+    timer = _HostBoundIn(times, {2: {"a"}})
+    result = measure(_launchers(times), timer, MeasureProtocol(rounds=3, makeup_rounds=0))
+    assert len(timer.rounds) == 4 and max(result["a"].samples_us) == 50.0, "makeup_rounds=0: the old protocol"
+    with pytest.raises(ValueError, match="makeup_rounds"):
+        MeasureProtocol(makeup_rounds=-1)
