@@ -11,6 +11,7 @@ from tilecost.config import KernelVariant
 from tilecost.problem import Problem
 from tilecost.space import problem_candidates
 
+
 def _pairs():
     same_a = Problem(64, 64, 64, "bf16", "nt")
     same_b = Problem(32, 64, 64, "bf16", "nt")  # M differs: the pointer kernel shares every compile
