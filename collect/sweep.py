@@ -118,7 +118,9 @@ def shard(entries: Sequence[PlanEntry], index: int, count: int) -> list[PlanEntr
     """Deterministic share ``index`` of ``count``: the entries, ordered by a hash of the problem key
     (so that the split does not depend on the plan's order), dealt out in turn. Every problem lands in
     exactly one shard, and the shards' sizes differ by one at most (a hash modulo ``count`` left 10
-    and 14 of the 24 reference problems to two GPUs)."""
+    and 14 of the 24 reference problems to two GPUs). A problem's shard depends on the whole plan, so
+    every job of a split must see the same plan: the same command and seed, or one plan file (the
+    nightly's shards all read the plan the first of them wrote)."""
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
 
