@@ -264,28 +264,29 @@ def test_the_next_group_compiles_while_this_one_is_measured(tmp_path, monkeypatc
     assert len(errors) == 2 and set(errors.error) == {"stand-in"}, "each group's compile results reach its rows"
 
 
-def test_a_sweep_that_stops_early_stops_the_compile_it_started_ahead(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", "0.3")
+def _sweep_beside_a_blocking_compile(tmp_path, monkeypatch, delay_s, budget_s):
+    """A sweep with a time budget whose second group's compile blocks until the sweep stops it;
+    returns the summary, the stand-in's calls, the store and the seconds the sweep took."""
+    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", str(delay_s))
     store = DatasetStore(tmp_path)
     calls: list[dict] = []
     t0 = time.monotonic()
-    summary = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=0.1,
+    summary = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=budget_s,
                         precompile_fn=_recording_precompile(store, calls, block_after=1))  # fmt: skip
+    return summary, calls, store, time.monotonic() - t0
+
+
+def test_a_sweep_that_stops_early_stops_the_compile_it_started_ahead(tmp_path, monkeypatch):
+    summary, calls, _, took = _sweep_beside_a_blocking_compile(tmp_path, monkeypatch, 0.3, 0.1)
     assert summary.stopped_early and summary.problems_done >= 1
     assert len(calls) == 2 and calls[1]["stop"].is_set()
-    assert time.monotonic() - t0 < 20, "the sweep waited for a compile it did not need"
+    assert took < 20, "the sweep waited for a compile it did not need"
 
 
 def test_waiting_for_a_compile_stops_at_the_time_budget(tmp_path, monkeypatch):
     """The next group's compile outlasts the budget: the sweep stops at the budget instead of waiting
     for it (the stand-in blocks for 30 s unless told to stop), and what it measured is kept."""
-    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", "0.05")
-    store = DatasetStore(tmp_path)
-    calls: list[dict] = []
-    t0 = time.monotonic()
-    summary = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=2.0,
-                        precompile_fn=_recording_precompile(store, calls, block_after=1))  # fmt: skip
-    took = time.monotonic() - t0
+    summary, calls, store, took = _sweep_beside_a_blocking_compile(tmp_path, monkeypatch, 0.05, 2.0)
     assert summary.stopped_early
     assert summary.problems_done == 2 and len(store.files("h200")) == 2, "the first group was measured and kept"
     assert calls[1]["stop"].is_set()
