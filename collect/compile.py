@@ -143,6 +143,7 @@ def precompile(
     tasks = [(p, keys[i : i + chunk]) for p, keys in by_problem.items() for i in range(0, len(keys), chunk)]
 
     out: dict[tuple[str, str], CompileResult] = {}
+    per_problem: dict[str, dict[tuple[str, str], CompileResult]] = {}  # the same results, by problem
     total = sum(len(t[1]) for t in tasks)
     compiled = 0
     own_pool = pool is None
@@ -162,7 +163,8 @@ def precompile(
                 compiled += 1
                 spec = spec_of[(result.problem_key, result.config_key)]
                 for problem, config in members[spec]:
-                    out[(problem.key, config.key)] = CompileResult(
+                    pair = (problem.key, config.key)
+                    out[pair] = per_problem.setdefault(problem.key, {})[pair] = CompileResult(
                         problem.key, config.key, result.status, result.registers, result.spills, result.smem_bytes,
                         result.error,
                     )  # fmt: skip
@@ -172,7 +174,7 @@ def precompile(
                         finished.add(problem.key)
             if on_problem:
                 for key in finished:
-                    on_problem(key, {pair: r for pair, r in out.items() if pair[0] == key})
+                    on_problem(key, dict(per_problem[key]))
             if on_done:
                 on_done(compiled, total)
     finally:

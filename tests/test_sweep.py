@@ -168,6 +168,29 @@ def test_gpus_fan_out_one_shard_per_gpu_into_one_dataset(tmp_path):
     assert not df.duplicated(["problem_key", "config_id"]).any()
 
 
+@pytest.mark.parametrize(("visible", "count"), [("0,1", 2), ("3", 1), ("", 0), ("1,-1,0", 1), ("-1", 0)])
+def test_gpus_all_counts_the_visible_gpus_without_torch(monkeypatch, visible, count):
+    from tilecost.cli import visible_gpu_count
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing torch would raise: the count must not need it
+    assert visible_gpu_count() == count
+
+
+def test_gpus_all_with_no_gpu_is_refused_and_writes_nothing(tmp_path):
+    dataset = tmp_path / "ds"
+    cmd = [
+        sys.executable, "-m", "tilecost.cli", "collect", "--dataset", str(dataset), "--backend", SIM,
+        "--family", "random=2", "--dtypes", "bf16", "--layouts", "nt", "--gpus", "all",
+    ]  # fmt: skip
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    )
+    assert done.returncode == 2
+    assert "--gpus all found no GPU" in done.stderr
+    assert not dataset.exists()
+
+
 def test_training_problems_of_a_dtype_and_layout_share_their_sample():
     # The sample is ranked per config, not per problem: two training problems with the same candidates
     # measure the same configs, so their specialisation pattern is compiled once for both.

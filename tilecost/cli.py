@@ -108,12 +108,10 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 def _fan_out_gpus(gpus: int, argv: list[str]) -> int:
     """``--gpus N|all``: one sweep process per GPU, each on its own shard, all sharing the dataset."""
-    if gpus == 0:
-        import torch
-
-        count = torch.cuda.device_count()
-    else:
-        count = gpus
+    count = gpus or visible_gpu_count()
+    if count == 0:
+        print("error: --gpus all found no GPU (CUDA_VISIBLE_DEVICES, NVML and torch see none)", file=sys.stderr)
+        return 2
     base = [sys.executable, "-m", "tilecost.cli", *_strip_option(argv, "--gpus")]
     procs = []
     for i in range(count):
@@ -122,6 +120,35 @@ def _fan_out_gpus(gpus: int, argv: list[str]) -> int:
     codes = [p.wait() for p in procs]
     print(f"{count} GPU workers finished with exit codes {codes}")
     return max(codes)
+
+
+def visible_gpu_count() -> int:
+    """GPUs this process may use, without importing torch (which costs seconds in a parent that only
+    starts one sweep per GPU): CUDA_VISIBLE_DEVICES when set, else NVML's count, else torch's."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",")]
+        # CUDA stops at the first invalid entry (e.g. "-1" hides every GPU after it)
+        count = 0
+        for v in ids:
+            if not v or v.startswith("-"):
+                break
+            count += 1
+        return count
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML library or driver: let torch decide
+        try:
+            import torch
+        except ImportError:
+            return 0
+        return torch.cuda.device_count()
 
 
 def _strip_option(argv: list[str], name: str) -> list[str]:
