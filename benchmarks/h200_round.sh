@@ -8,6 +8,7 @@
 # passed to `collect` (to resume a plan under the run id it started with after the settings changed).
 # GPU, if set, is the one GPU this call uses (CUDA_VISIBLE_DEVICES): on a two-GPU machine two calls of this
 # script, each with its own GPU and OUT, run side by side. WORKERS (default 15) compile processes.
+# CONFIGS (default 96) is the number of candidates per problem of the `scaling` step's plan.
 # ARGS, if set, replaces `--plan $PLAN` of `collect` (e.g. built-in families: ARGS="--family layers=70 --dtypes bf16").
 # DATASET (default .devdata/measurements, ignored by git) is where this call writes: it starts as a copy of the
 # checkout's datasets/measurements and persists on a warm machine, so the next call skips what this one measured
@@ -54,7 +55,7 @@ for step in "$@"; do
         tail -12 "$OUT/fidelity.log" | tee -a "$LOG" ;;
     scaling)
         say "per-GPU scaling: four collect runs of the reference plan, one GPU and all (every GPU of the host)"
-        timeout $(( $(left) - 30 )) python3 benchmarks/gpu_scaling.py --workers "$WORKERS" --out "$OUT/scaling.json" \
+        timeout $(( $(left) - 30 )) python3 benchmarks/gpu_scaling.py --configs "${CONFIGS:-96}" --workers "$WORKERS" --out "$OUT/scaling.json" \
             >"$OUT/scaling.log" 2>&1
         say "scaling exit $?"; tail -5 "$OUT/scaling.log" | cut -c1-400 | tee -a "$LOG" ;;
     collect)
