@@ -56,9 +56,9 @@ def test_hopeless_candidates_stop_after_screening_with_their_bound():
     times = {"fast": 10.0, "slow": 31.0, "ok": 29.0}
     timer = FakeTimer(times)
     result = measure(_launchers(times), timer, MeasureProtocol(rounds=3, hopeless_factor=3.0))
-    # 31 > 3 × 10: one screening launch only, recorded as hopeless with its time as the bound.
-    assert result["slow"].hopeless and result["slow"].reps == 1 and result["slow"].median_us == 31.0
-    assert timer.calls["slow"] == 1
+    # 31 > 3 × 10 on both screening launches (the second confirms): recorded as hopeless, bound 31.
+    assert result["slow"].hopeless and result["slow"].reps == 2 and result["slow"].median_us == 31.0
+    assert timer.calls["slow"] == 2
     # 29 <= 30: timed over every round.
     assert not result["ok"].hopeless and timer.calls["ok"] > 1
 
@@ -168,6 +168,28 @@ def test_a_suspect_screening_time_never_makes_a_candidate_hopeless():
     result = measure(_launchers(times), HostBoundScreening(times), MeasureProtocol(rounds=3, hopeless_factor=3.0))
     assert not result["b"].hopeless and result["b"].median_us == 11.0
     assert result["c"].hopeless, "a slow time that is not suspect still stops after screening"
+
+
+def test_one_slow_screening_launch_does_not_make_a_candidate_hopeless():
+    """A candidate over the bar is timed once more after the screening round; the faster launch decides."""
+
+    class SlowFirstLaunch(FakeTimer):
+        def run_round(self, items):
+            out = super().run_round(items)
+            if len(self.rounds) == 1:
+                out["b"] = [40.0]  # b's screening launch ran 3.6x slow (an idle device's low clock)
+                out["c"] = [150.0]
+            return out
+
+    times = {"a": 10.0, "b": 11.0, "c": 100.0}
+    timer = SlowFirstLaunch(times)
+    result = measure(_launchers(times), timer, MeasureProtocol(rounds=3, hopeless_factor=3.0))
+    assert sorted(k for k, _ in timer.rounds[1]) == ["b", "c"], "the confirmation round times only those over the bar"
+    assert not result["b"].hopeless and result["b"].median_us == 11.0
+    assert result["c"].hopeless and result["c"].median_us == 100.0, "the bound is the faster screening launch"
+    # Off: the old protocol, one screening launch decides.
+    result = measure(_launchers(times), SlowFirstLaunch(times), MeasureProtocol(rounds=3, confirm_hopeless=False))
+    assert result["b"].hopeless and result["b"].median_us == 40.0 and result["b"].reps == 1
 
 
 class _HostBoundIn(FakeTimer):
