@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from collector_fidelity import sample, spearman  # noqa: E402
+from collector_fidelity import sample, spearman, timed_loop  # noqa: E402
 
 from tilecost import DType, Layout, Problem  # noqa: E402
 
@@ -63,18 +63,8 @@ def main() -> int:
         torch.cuda._sleep(int(us * clock_khz / 1000))
 
     def loop(fn, ahead: bool) -> float:
-        Event = torch.cuda.Event
-        events = [(Event(enable_timing=True), Event(enable_timing=True)) for _ in range(LAUNCHES)]
-        torch.cuda.synchronize()
-        if ahead:
-            spin(LAUNCHES * 150.0)  # 30 ms: far more than the host needs to enqueue 200 launches
-        for start, end in events:
-            flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in events) * 1000.0
+        # with ahead, a 30 ms spin first: far more than the host needs to enqueue 200 launches
+        return timed_loop(fn, flush, ahead, LAUNCHES)
 
     def host_us(fn) -> float:
         torch.cuda.synchronize()
