@@ -61,11 +61,17 @@ class ArtifactMetadata:
     files: Mapping[str, str] = field(default_factory=dict)
     ood: Mapping[str, Any] = field(default_factory=dict)  # calibrated out-of-distribution thresholds
     training: Mapping[str, Any] = field(default_factory=dict)  # params, seed, dataset digest, metrics
+    # The booster's last ``level_trees`` trees predict each problem's level from its problem columns alone
+    # (``CostModel(center_problems=True)``): the same for every candidate of a problem, so a predictor ranks
+    # with the other trees and adds the level once per query. 0: no such trees.
+    level_trees: int = 0
     artifact_schema_version: int = ARTIFACT_SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise ArtifactError(f"target={self.target!r} is not one of {TARGETS}")
+        if isinstance(self.level_trees, bool) or not isinstance(self.level_trees, int) or self.level_trees < 0:
+            raise ArtifactError(f"level_trees={self.level_trees!r} must be a non-negative int")
         object.__setattr__(self, "feature_names", tuple(self.feature_names))
 
     def to_json(self) -> str:

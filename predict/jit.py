@@ -208,6 +208,17 @@ class CompiledShortlist:
             self.device_values, _LAYOUT, *self.trees.arrays, roofline_column,
         )  # fmt: skip
 
+    def best_two_level(
+        self, problem: Problem, members: NDArray[np.intp], roofline_column: int, level: CompiledTrees
+    ) -> tuple[int, float, float, int]:
+        """:meth:`best_two` with ``level``'s trees (the booster's per-problem level) walked once on the
+        first feasible row and added to every prediction (:func:`jit_kernels.best_two_level`)."""
+        values, limits = self._problem(problem)
+        return _kernels().best_two_level(  # type: ignore[no-any-return]
+            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
+            self.device_values, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
+        )  # fmt: skip
+
     def score(
         self, problem: Problem, members: NDArray[np.intp]
     ) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:

@@ -203,6 +203,31 @@ def best_two(  # type: ignore[no-untyped-def]
     keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
     x32 = x.astype(np.float32)
     predictions = walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
+    return _fastest_two(keep, x, predictions, roofline_column)
+
+
+@numba.njit(cache=True, nogil=True)
+def best_two_level(  # type: ignore[no-untyped-def]
+    members, problem, limits, space_ints, config_columns, device, layout,
+    word, threshold, value, default_right, roots, depth, base_score, roofline_column,
+    level_word, level_threshold, level_value, level_default_right, level_roots, level_depth, level_base_score,
+):  # fmt: skip
+    """:func:`best_two` for a booster whose last trees are its per-problem level (the ``level_*`` trees,
+    which read only the problem's columns): they are walked once, on the first feasible row, and their
+    sum is added to every row's prediction before the times are taken, as
+    :meth:`tilecost.predict.scoring.GroupScorer.times_us` does."""
+    keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    x32 = x.astype(np.float32)
+    predictions = walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
+    if keep.shape[0] > 0:
+        level = walk_trees(x32[:1], level_word, level_threshold, level_value, level_default_right, level_roots,
+                           level_depth, level_base_score)[0]  # fmt: skip
+        predictions = predictions + level
+    return _fastest_two(keep, x, predictions, roofline_column)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fastest_two(keep, x, predictions, roofline_column):  # type: ignore[no-untyped-def]
     best_index, best_us, second_us = -1, np.inf, np.inf
     for row in range(keep.shape[0]):
         time_us = np.exp(predictions[row])

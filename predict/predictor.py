@@ -15,7 +15,10 @@ A query, in order:
    (:mod:`tilecost.predict.feasibility`), scored with the full model (:mod:`tilecost.predict.scoring`)
    and the fastest is returned with its out-of-distribution verdict (:mod:`tilecost.predict.ood`:
    the shape's distance and range, then the model-side rules on the scores just made). Without
-   shortlists in the artifact, every candidate is scored.
+   shortlists in the artifact, every candidate is scored. A booster fitted with per-problem centring
+   (``ArtifactMetadata.level_trees``) ranks with its main trees; its level trees, which read only the
+   problem's columns, are walked once on the first feasible row and added to every prediction, so the
+   answer's µs are the whole booster's.
 
 A flagged model answer is appended to the query log when one is configured (``query_log=`` or the
 ``TILECOST_QUERY_LOG`` environment variable; :mod:`tilecost.predict.querylog`), so that a nightly job
@@ -178,9 +181,11 @@ class Predictor:
         *,
         shortlist_width: int | None = None,
         query_log: str | Path | QueryLog | None = None,
+        level: TreeEnsemble | None = None,
     ) -> None:
         self.metadata = metadata
-        self.ensemble = ensemble
+        self.ensemble = ensemble  # the trees that rank (all of the booster's but its level trees)
+        self.level = level  # the booster's per-problem level trees (metadata.level_trees), or None
         self.device = device
         self.ood = ood
         self.measured = measured
@@ -223,6 +228,16 @@ class Predictor:
         directory = _artifact_directory(source)
         metadata, blobs = load_artifact(directory, FEATURE_NAMES, FEATURE_SCHEMA_VERSION)
         ensemble = TreeEnsemble.from_json(blobs[MODEL_FILE], tuple(metadata.feature_names))
+        level = None
+        if metadata.level_trees:  # the last trees give each problem's level: walked once per query, not per row
+            if metadata.level_trees >= ensemble.num_trees:
+                raise ArtifactError(
+                    f"{directory}: metadata says {metadata.level_trees} level trees; "
+                    f"the booster has {ensemble.num_trees} trees in all"
+                )
+            level = ensemble.last_trees(metadata.level_trees)
+            ensemble = ensemble.first_trees(ensemble.num_trees - metadata.level_trees)
+            _ = level.compiled
         _ = ensemble.compiled  # with numba: import it and compile (or load) the kernel now, not mid-query
         spec = load_device(metadata.device_class if device is None else device)
         if triton_version == _DETECT:
@@ -239,7 +254,7 @@ class Predictor:
         if shortlist_width is not None and (isinstance(shortlist_width, bool) or shortlist_width < 1):
             raise ValueError(f"shortlist_width={shortlist_width!r} is not allowed; use an int >= 1 or None")
         return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,
-                   shortlist_width=shortlist_width, query_log=query_log)  # fmt: skip
+                   shortlist_width=shortlist_width, query_log=query_log, level=level)  # fmt: skip
 
     def _group(self, dtype: DType, layout: Layout) -> _Group:
         group = self._groups.get((dtype, layout))
@@ -250,9 +265,11 @@ class Predictor:
         return group
 
     def _build_group(self, dtype: DType, layout: Layout) -> _Group:
+        level = self.level
         scorer = GroupScorer.build(
-            self.device, dtype, layout, self.metadata.target, self.ensemble.predict, self.ensemble.compiled
-        )
+            self.device, dtype, layout, self.metadata.target, self.ensemble.predict, self.ensemble.compiled,
+            level=None if level is None else level.predict, compiled_level=None if level is None else level.compiled,
+        )  # fmt: skip
         name = f"{dtype.value}-{layout.value}"
         shortlist = self._shortlists.get(name)
         if shortlist is not None:

@@ -92,6 +92,10 @@ class GroupScorer:
     target: str
     scorer: Scorer
     compiled: CompiledShortlist | None = None
+    # The booster's per-problem level trees (``ArtifactMetadata.level_trees``), apart from ``scorer``'s: the
+    # same for every row of a problem, so they are walked on one row and added to every prediction.
+    level: Scorer | None = None
+    compiled_level: CompiledTrees | None = None
 
     @classmethod
     def build(
@@ -102,9 +106,12 @@ class GroupScorer:
         target: str,
         scorer: Scorer,
         compiled_trees: CompiledTrees | None = None,
+        level: Scorer | None = None,
+        compiled_level: CompiledTrees | None = None,
     ) -> GroupScorer:
         """The group's space and columns; with ``compiled_trees`` (the scorer's trees, compiled),
-        :meth:`times_us` takes the compiled path."""
+        :meth:`times_us` takes the compiled path. ``level`` (and ``compiled_level``, with
+        ``compiled_trees``): the level trees, when the scorer's trees leave them out."""
         space = config_space(device, dtype, layout)
         columns = SpaceColumns.from_configs(space)
         arrays = ConfigArrays(
@@ -115,7 +122,11 @@ class GroupScorer:
         features = ConfigFeatures.build(arrays, device, dtype)
         everything = CandidateSet(np.arange(len(space), dtype=np.intp), columns, features, whole=True)
         compiled = None if compiled_trees is None else CompiledShortlist.build(compiled_trees, columns, features)
-        return cls(device, dtype, layout, space, everything, target, scorer, compiled)
+        if level is None or compiled is None:
+            compiled_level = None
+        if compiled is not None and level is not None and compiled_level is None:
+            raise ValueError("a compiled path with level trees needs compiled_level")
+        return cls(device, dtype, layout, space, everything, target, scorer, compiled, level, compiled_level)
 
     def subset(self, indices: Sequence[int] | NDArray[np.intp]) -> CandidateSet:
         """A candidate set of the given space indices (ascending)."""
@@ -126,7 +137,7 @@ class GroupScorer:
         """Space indices of the feasible members of ``candidates`` and their predicted times in µs."""
         if self.compiled is not None:
             indices, x, predictions = self.compiled.score(problem, candidates.indices)
-            return indices, times_from_target(self.target, predictions, x)
+            return indices, times_from_target(self.target, self._with_level(predictions, x), x)
         mask = feasible_mask(problem, candidates.columns, self.device)
         features = candidates.features
         if len(features) > 4 * int(mask.sum()) + 64:  # mostly infeasible: cut before the features
@@ -136,7 +147,13 @@ class GroupScorer:
             x = feature_matrix(problem, features, self.device)[mask]
         if not len(x):
             return candidates.indices[mask], np.empty(0)
-        return candidates.indices[mask], times_from_target(self.target, self.scorer(x), x)
+        return candidates.indices[mask], times_from_target(self.target, self._with_level(self.scorer(x), x), x)
+
+    def _with_level(self, predictions: NDArray[np.float64], x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``predictions`` plus the problem's level (the level trees on the first row), if any."""
+        if self.level is None or not len(x):
+            return predictions
+        return predictions + self.level(x[:1])[0]
 
     def best_two(self, problem: Problem, candidates: CandidateSet) -> tuple[int, float, float | None] | None:
         """The fastest feasible member of ``candidates`` (space index), its predicted µs and the
@@ -145,7 +162,11 @@ class GroupScorer:
         compiled path does it in the kernel call, without returning the feature rows."""
         if self.compiled is not None:
             roofline = _LOG2_ROOFLINE if self.target == "log_time_over_roofline" else -1
-            index, best_us, second_us, count = self.compiled.best_two(problem, candidates.indices, roofline)
+            if self.compiled_level is not None:
+                found = self.compiled.best_two_level(problem, candidates.indices, roofline, self.compiled_level)
+            else:
+                found = self.compiled.best_two(problem, candidates.indices, roofline)
+            index, best_us, second_us, count = found
             if count == 0:
                 return None
             return int(index), float(best_us), (float(second_us) if count > 1 else None)

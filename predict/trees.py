@@ -161,6 +161,14 @@ class TreeEnsemble:
             raise ValueError(f"count={count!r} is not allowed; use an int >= 1")
         return dataclasses.replace(self, roots=self.roots[:count])
 
+    def last_trees(self, count: int) -> TreeEnsemble:
+        """The ensemble of the last ``count`` trees, without the base score (which belongs to the first
+        trees): a booster's appended part, such as the per-problem level trees of a model fitted with
+        ``center_problems`` (``ArtifactMetadata.level_trees``)."""
+        if isinstance(count, bool) or not 1 <= count <= self.num_trees:
+            raise ValueError(f"count={count!r} is not allowed; use an int in 1..{self.num_trees}")
+        return dataclasses.replace(self, roots=self.roots[-count:], base_score=0.0)
+
     @functools.cached_property
     def _packed(self) -> NDArray[np.intp] | None:
         """``left << 6 | feature`` per node (None beyond 64 features: the unpacked walk is used)."""

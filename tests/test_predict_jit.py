@@ -222,3 +222,93 @@ def test_the_compiled_best_two_are_the_numpy_paths(model_json: bytes, target: st
             assert (ours[2] is None) == (theirs[2] is None)
             if theirs[2] is not None:
                 assert ours[2] == pytest.approx(theirs[2], rel=1e-13)
+
+
+def _with_level_trees(data: Dataset, model_json: bytes, count: int = 15) -> bytes:
+    """The fixture's booster with ``count`` per-problem level trees appended, as ``CostModel(center_problems=
+    True)`` appends them: fitted on one row per problem holding only its problem columns."""
+    import xgboost as xgb
+
+    from tilecost.features import PROBLEM_FEATURES
+    from tilecost.train.model import _joined_booster
+
+    keys = data.columns["problem_key"]
+    _, first = np.unique(keys, return_index=True)
+    rows = np.full((len(first), len(FEATURE_NAMES)), np.nan)
+    rows[:, : len(PROBLEM_FEATURES)] = data.features[first, : len(PROBLEM_FEATURES)]
+    level = np.random.default_rng(3).normal(0.0, 0.5, len(first))  # any level per problem
+    params = {"max_depth": 3, "eta": 0.3, "base_score": 0.0, "nthread": 1, "tree_method": "hist"}
+    level_booster = xgb.train(params, xgb.DMatrix(rows, level, feature_names=list(FEATURE_NAMES)), count)
+    main = xgb.Booster(model_file=bytearray(model_json))
+    return bytes(_joined_booster([main, level_booster], [1.0, 1.0]).save_raw("json"))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_level_trees_walked_once_give_the_whole_boosters_answers(
+    dataset: Dataset, model_json: bytes, compiled: bool
+) -> None:
+    # A booster whose last trees are a per-problem level: the predictor ranks with the others and adds
+    # the level, walked on one row; the answers must be the whole booster's, walked on every row.
+    if compiled and not HAVE_NUMBA:
+        pytest.skip("numba is not installed")
+    whole = TreeEnsemble.from_json(_with_level_trees(dataset, model_json), FEATURE_NAMES)
+    main, level = whole.first_trees(whole.num_trees - 15), whole.last_trees(15)
+    assert level.base_score == 0.0 and main.base_score == whole.base_score
+    device = load_device("h200")
+    split = GroupScorer.build(
+        device, DType.BF16, Layout.NT, "log_time_over_roofline", main.predict if compiled else main.predict_numpy,
+        main.compiled if compiled else None, level=level.predict if compiled else level.predict_numpy,
+        compiled_level=level.compiled if compiled else None,
+    )  # fmt: skip
+    reference = GroupScorer.build(device, DType.BF16, Layout.NT, "log_time_over_roofline", whole.predict_numpy)
+    assert (split.compiled is not None) == compiled
+    rng = np.random.default_rng(5)
+    for problem in _random_problems(40, seed=5):
+        problem = Problem(problem.m, problem.n, problem.k)
+        members = np.sort(rng.choice(len(split.space), size=24, replace=False))
+        ours, theirs = (
+            split.best_two(problem, split.subset(members)),
+            reference.best_two(problem, reference.subset(members)),
+        )
+        if theirs is None:
+            assert ours is None
+            continue
+        assert ours is not None and ours[0] == theirs[0]
+        assert ours[1] == pytest.approx(theirs[1], rel=1e-9)
+        indices, times = split.times_us(problem, split.subset(members))
+        ref_indices, ref_times = reference.times_us(problem, reference.subset(members))
+        assert np.array_equal(indices, ref_indices) and times == pytest.approx(ref_times, rel=1e-9)
+
+
+def test_an_artifact_with_level_trees_answers_with_them_and_a_bad_count_is_refused(
+    tmp_path: Path, dataset: Dataset, artifact: Path
+) -> None:
+    import dataclasses
+
+    from tilecost.errors import ArtifactError
+    from tilecost.predict.artifact import load_artifact, save_artifact
+
+    metadata, blobs = load_artifact(artifact)
+    model_json = _with_level_trees(dataset, blobs["model.json"])
+    extra = {name: data for name, data in blobs.items() if name != "model.json"}
+    save_artifact(tmp_path / "level", model_json, dataclasses.replace(metadata, level_trees=15), extra)
+    predictor = Predictor.load(tmp_path / "level", triton_version=None)
+    assert predictor.level is not None and predictor.level.num_trees == 15
+
+    whole = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    for shape in ((3000, 5000, 700), (17, 4096, 1000), (1, 300, 20000)):
+        answer = predictor.predict_best(shape, measured=False)
+        problem = Problem(*shape)
+        x = feature_matrix(problem, _config_arrays([answer.config]), load_device("h200"))
+        expected = float(np.exp(whole.predict_numpy(x)[0]))  # the fixture's target is log_time_us
+        assert answer.time_us == pytest.approx(expected, rel=1e-9)
+
+    save_artifact(tmp_path / "bad", model_json, dataclasses.replace(metadata, level_trees=whole.num_trees), extra)
+    with pytest.raises(ArtifactError, match="level trees"):
+        Predictor.load(tmp_path / "bad", triton_version=None)
+
+
+def _config_arrays(configs):
+    from tilecost.features import ConfigArrays
+
+    return ConfigArrays.from_configs(configs)

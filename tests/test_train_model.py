@@ -128,7 +128,8 @@ def test_rank_stage_keeps_predicting_microseconds(training) -> None:
     ranked = _fit(training, n_estimators=40, rank_rounds=10)
     times = train["time_us"].to_numpy()
 
-    assert len(ranked.booster_.get_dump()) == 50  # 40 regression trees and 10 ranking trees, one booster
+    # 40 regression trees, 10 ranking trees and the level trees last, one booster
+    assert len(ranked.booster_.get_dump()) == 50 + ranked.level_estimators and ranked.level_trees_ == 200
     error = np.log(ranked.predict(X)) - np.log(times)
     assert np.sqrt(np.mean(error**2)) < 2 * np.sqrt(np.mean((np.log(plain.predict(X)) - np.log(times)) ** 2)) + 0.2
 
@@ -152,8 +153,8 @@ def test_bagged_model_predicts_the_mean_of_its_bags(training) -> None:
     import xgboost as xgb
 
     train, X, _ = training
-    bagged = _fit(training, n_estimators=30, n_bags=3, seed=0)
-    singles = [_fit(training, n_estimators=10, seed=s) for s in range(3)]
+    bagged = _fit(training, n_estimators=30, n_bags=3, seed=0, center_problems=False)
+    singles = [_fit(training, n_estimators=10, seed=s, center_problems=False) for s in range(3)]
 
     assert bagged.booster_.num_boosted_rounds() == 30
     mean = np.mean([m.predict_target(X) for m in singles], axis=0)
@@ -166,3 +167,42 @@ def test_bagged_model_predicts_the_mean_of_its_bags(training) -> None:
 def test_bad_bag_count_is_refused_at_fit(training) -> None:
     with pytest.raises(ValueError, match="n_bags"):
         _fit(training, n_bags=0)
+
+
+def test_centred_model_appends_level_trees_that_read_only_the_problem_columns(training) -> None:
+    import json
+
+    from tilecost.features import PROBLEM_FEATURES
+
+    train, X, _ = training
+    model = _fit(training, n_estimators=30, level_estimators=60, level_max_depth=3)
+    trees = json.loads(model.model_json())["learner"]["gradient_booster"]["model"]["trees"]
+
+    assert len(trees) == 90 and model.level_trees_ == 60
+    for tree in trees[-60:]:  # the level trees split on problem columns only
+        splits = [f for f, left in zip(tree["split_indices"], tree["left_children"], strict=True) if left != -1]
+        assert all(f < len(PROBLEM_FEATURES) for f in splits), splits
+    # Within a problem the level is one constant: the ranking is the main trees' alone.
+    import xgboost as xgb
+
+    dm = xgb.DMatrix(X, feature_names=list(FEATURE_NAMES))
+    full = model.booster_.predict(dm, output_margin=True)
+    main = model.booster_.predict(dm, output_margin=True, iteration_range=(0, 30))
+    for _, index in train.groupby("problem_key").indices.items():
+        assert np.ptp(full[index] - main[index]) < 1e-5
+    # And the predicted times remain times: as close to the measured as the uncentred model's, about.
+    times = train["time_us"].to_numpy()
+    plain = _fit(training, n_estimators=30, center_problems=False)
+    assert plain.level_trees_ == 0 and len(plain.booster_.get_dump()) == 30
+
+    def rmse(m: CostModel) -> float:
+        return float(np.sqrt(np.mean((np.log(m.predict(X)) - np.log(times)) ** 2)))
+
+    assert rmse(model) < 1.5 * rmse(plain) + 0.1
+
+
+def test_bad_centring_settings_are_refused_at_fit(training) -> None:
+    with pytest.raises(ValueError, match="center_problems"):
+        _fit(training, center_problems="yes")
+    with pytest.raises(ValueError, match="level_estimators"):
+        _fit(training, level_estimators=0)

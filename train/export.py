@@ -129,8 +129,10 @@ def build_metadata(
     domain: Mapping[str, Any],
     training: Mapping[str, Any],
     ood: Mapping[str, Any] | None = None,
+    level_trees: int = 0,
 ) -> ArtifactMetadata:
-    """The sidecar for a model trained on the current feature schema."""
+    """The sidecar for a model trained on the current feature schema (``level_trees``: the booster's
+    trailing per-problem level trees, :attr:`CostModel.level_trees_`)."""
     triton = fingerprint.get("triton_version")
     if not isinstance(triton, str):
         raise ValueError(f"fingerprint triton_version={triton!r}: the rows must come from one Triton version")
@@ -144,6 +146,7 @@ def build_metadata(
         domain=dict(domain),
         training=dict(training),
         ood=dict(ood or {}),
+        level_trees=level_trees,
     )
 
 

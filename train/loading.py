@@ -33,7 +33,7 @@ def load_artifact_model(directory: str | Path) -> tuple[CostModel, Any]:
     metadata, blobs = load_artifact(directory, tuple(FEATURE_NAMES), FEATURE_SCHEMA_VERSION)
     booster = xgb.Booster()
     booster.load_model(bytearray(blobs[MODEL_FILE]))
-    return CostModel.from_booster(booster, metadata.target), metadata
+    return CostModel.from_booster(booster, metadata.target, metadata.level_trees), metadata
 
 
 def load_registered_model(model_uri: str, tracking_uri: str | None = None) -> tuple[CostModel, str]:
@@ -63,7 +63,9 @@ def load_registered_model(model_uri: str, tracking_uri: str | None = None) -> tu
             f"this tilecost computes schema {FEATURE_SCHEMA_VERSION}"
         )
     booster = mlflow.xgboost.load_model(f"models:/{name}/{version.version}")
-    return CostModel.from_booster(booster, tags.get("target", "log_time_over_roofline")), f"{name} v{version.version}"
+    target = tags.get("target", "log_time_over_roofline")
+    model = CostModel.from_booster(booster, target, int(tags.get("level_trees", 0)))
+    return model, f"{name} v{version.version}"
 
 
 def evaluate_saved_model(

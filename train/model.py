@@ -65,6 +65,20 @@ cross-validation over the training problems preferred, or could not tell apart, 
 within 0.73-0.81 top-1, differences of the size of the folds' noise; more trees cost the predictor
 time on every call and its export-time precomputation, so 300 stay.
 
+Centring (``center_problems``, default since the seventh session): the booster's target is ln(time /
+roofline) minus its problem's weighted mean (with the weights above), so that every split of its
+``n_estimators`` trees goes to telling one problem's candidates apart, which is all a pick needs. The problem's
+level (that mean) is learnt by ``level_estimators`` trees of depth ``level_max_depth`` from the problem's own
+columns (:data:`~tilecost.features.PROBLEM_FEATURES`; one row per training problem, every other column
+missing, so no level tree can read a configuration), appended after the main trees into the one booster:
+its prediction stays ln(time / roofline), and the predicted µs stay times. A predictor ranks with the main
+trees and adds the level once per query (``ArtifactMetadata.level_trees``). On grouped 5-fold CV over the 310
+H200 training problems (fold seeds 0-1, held-out unread): top-1 0.902 against 0.872 uncentred, worst 0.192
+against 0.055, top-5 0.964 against 0.958; log-RMSE 0.332 against 0.284 (the level trees' error adds to the
+predicted µs); 100 level trees of depth 4 ranked alike at log-RMSE 0.336. With fold seeds 0-3 and the level
+as each fit fold's mean (``benchmarks/experiments/centered_target_cv.py``): 0.901 against 0.883, better on
+every seed.
+
 ``rank_rounds`` > 0 adds that many trees fitted with XGBoost's pairwise ranking objective
 (``rank:pairwise``, one query per problem, relevance falling by one grade per 1/16 octave slower
 than the problem's best) on top of the regression, starting from its predictions, negated into the
@@ -85,13 +99,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from tilecost.errors import NotFittedError
-from tilecost.features import FEATURE_NAMES
+from tilecost.features import FEATURE_NAMES, PROBLEM_FEATURES
 from tilecost.predict.artifact import TARGETS
 
 __all__ = ["TARGETS", "CostModel", "from_target", "to_target"]
 
 _DTYPE_COLUMNS = [FEATURE_NAMES.index(f"dtype_{d}") for d in ("fp16", "bf16", "fp32", "fp8")]
 _LAYOUT_NT = FEATURE_NAMES.index("layout_nt")
+_PROBLEM_COLUMNS = len(PROBLEM_FEATURES)  # the first columns of the feature matrix
 
 
 def _joined_booster(boosters: list[Any], scales: list[float]) -> Any:
@@ -200,6 +215,9 @@ class CostModel:
         n_bags: int = 1,
         rank_rounds: int = 0,
         rank_learning_rate: float = 0.05,
+        center_problems: bool = True,
+        level_estimators: int = 200,
+        level_max_depth: int = 6,
         seed: int = 0,
         n_jobs: int | None = None,
     ) -> None:
@@ -222,6 +240,9 @@ class CostModel:
         self.n_bags = n_bags
         self.rank_rounds = rank_rounds
         self.rank_learning_rate = rank_learning_rate
+        self.center_problems = center_problems
+        self.level_estimators = level_estimators
+        self.level_max_depth = level_max_depth
         self.seed = seed
         self.n_jobs = n_jobs
 
@@ -267,7 +288,9 @@ class CostModel:
     def _validate(self) -> None:
         if self.target not in TARGETS:
             raise ValueError(f"target={self.target!r} is not allowed; use one of {TARGETS}")
-        for name in ("n_estimators", "max_depth", "max_bin", "n_bags"):
+        if not isinstance(self.center_problems, bool):
+            raise ValueError(f"center_problems={self.center_problems!r} must be True or False")
+        for name in ("n_estimators", "max_depth", "max_bin", "n_bags", "level_estimators", "level_max_depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive int")
@@ -322,6 +345,10 @@ class CostModel:
         y = to_target(time_us, X, self.target)
         params = self.xgb_params()
         names = list(FEATURE_NAMES)
+        level = None
+        if self.center_problems:  # each problem's weighted mean target: the level booster's label
+            level = np.bincount(inverse, weights=weight * y) / np.bincount(inverse, weights=weight)
+            y = y - level[inverse]
         dtrain = xgb.DMatrix(X, y, weight=weight, feature_names=names)
         if self.n_bags == 1:
             booster = xgb.train(params, dtrain, num_boost_round=self.n_estimators)
@@ -334,12 +361,35 @@ class CostModel:
             booster = _average_boosters(bags)
         if self.rank_rounds:
             booster = self._rank_stage(booster, X, time_us, inverse, params)
+        self.level_trees_ = 0
+        if level is not None:  # the level trees go last, so that a predictor can rank with the others
+            booster = _joined_booster([booster, self._level_booster(X, inverse, level, params)], [1.0, 1.0])
+            self.level_trees_ = self.level_estimators
         self.booster_ = booster
         self.n_features_in_ = X.shape[1]
         self.feature_names_ = tuple(FEATURE_NAMES)
         self.target_ = self.target
         self.n_problems_ = len(problem_ids)
         return self
+
+    def _level_booster(
+        self, X: NDArray[np.float64], problem: NDArray[np.intp], level: NDArray[np.float64], params: dict[str, Any]
+    ) -> Any:
+        """Trees of each problem's level (``center_problems``) from its problem columns alone.
+
+        One row per problem: its :data:`~tilecost.features.PROBLEM_FEATURES` columns, every other column
+        missing, so no tree can split on a configuration; labels ``level``, problems weighted equally,
+        base score 0 so that the trees alone carry the level when they are appended to the main booster.
+        """
+        import xgboost as xgb
+
+        first = np.unique(problem, return_index=True)[1]
+        rows = np.full((len(first), X.shape[1]), np.nan)
+        rows[:, :_PROBLEM_COLUMNS] = X[first, :_PROBLEM_COLUMNS]
+        level_params = {**params, "max_depth": self.level_max_depth, "base_score": 0.0, "subsample": 1.0,
+                        "colsample_bytree": 1.0}  # fmt: skip
+        dlevel = xgb.DMatrix(rows, level, feature_names=list(FEATURE_NAMES))
+        return xgb.train(level_params, dlevel, num_boost_round=self.level_estimators)
 
     def sample_weight(
         self,
@@ -433,8 +483,9 @@ class CostModel:
         return bytes(self.booster_.save_raw("json"))
 
     @classmethod
-    def from_booster(cls, booster: Any, target: str) -> CostModel:
-        """A fitted model around an existing booster (a loaded artifact, an MLflow champion)."""
+    def from_booster(cls, booster: Any, target: str, level_trees: int = 0) -> CostModel:
+        """A fitted model around an existing booster (a loaded artifact, an MLflow champion);
+        ``level_trees`` as the artifact's metadata records it."""
         if target not in TARGETS:
             raise ValueError(f"target={target!r} is not allowed; use one of {TARGETS}")
         names = booster.feature_names
@@ -445,4 +496,5 @@ class CostModel:
         model.n_features_in_ = booster.num_features()
         model.feature_names_ = tuple(FEATURE_NAMES)
         model.target_ = target
+        model.level_trees_ = level_trees
         return model

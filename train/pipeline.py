@@ -257,7 +257,7 @@ def train_device_class(
                 uri=tracking_uri, device_class=device_class, booster=model.booster_, target=model.target_,
                 params=params, metrics=metrics, evaluation=evaluation, evaluate_champion=evaluate_champion,
                 dataset_root=str(dataset), dataset_digest=measurements.digest, artifact_dir=result.artifact_dir,
-                report=result.report(),
+                report=result.report(), level_trees=model.level_trees_,
             )  # fmt: skip
     return result
 
@@ -310,6 +310,7 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path) -> None:
         domain=domain,
         training=training,
         ood=ood_calibration(result.evaluation, [Problem.from_key(k) for k in sorted(set(train["problem_key"]))]),
+        level_trees=result.model.level_trees_,
     )
     # The shortlist precompute scores batches of a few dozen rows; one thread is ~2.5x faster there than two
     # (measured with benchmarks/predict_latency.py's export, 2026-11-29), and training is over by now.

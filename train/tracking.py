@@ -133,6 +133,7 @@ def log_training_run(
     dataset_digest: str,
     artifact_dir: Path | None,
     report: str,
+    level_trees: int = 0,
 ) -> RunRecord:
     """Log one training run and decide the champion (module docstring). Returns what was recorded."""
     import mlflow
@@ -182,6 +183,7 @@ def log_training_run(
             "dataset_digest": dataset_digest,
             "evaluation_problems_sha256": eval_digest,
             "heldout_top1_geomean": f"{evaluation.summary()['top1_geomean']:.6f}",
+            "level_trees": str(level_trees),
         }
         for key, value in version_tags.items():
             client.set_model_version_tag(name, version, key, value)
