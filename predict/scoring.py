@@ -149,11 +149,12 @@ class GroupScorer:
             return candidates.indices[mask], np.empty(0)
         return candidates.indices[mask], times_from_target(self.target, self._with_level(self.scorer(x), x), x)
 
-    def _with_level(self, predictions: NDArray[np.float64], x: NDArray[np.float64]) -> NDArray[np.float64]:
+    def _with_level(self, predictions: ArrayLike, x: NDArray[np.float64]) -> NDArray[np.float64]:
         """``predictions`` plus the problem's level (the level trees on the first row), if any."""
+        out = np.asarray(predictions, dtype=np.float64)
         if self.level is None or not len(x):
-            return predictions
-        return predictions + self.level(x[:1])[0]
+            return out
+        return out + float(np.asarray(self.level(x[:1]))[0])
 
     def best_two(self, problem: Problem, candidates: CandidateSet) -> tuple[int, float, float | None] | None:
         """The fastest feasible member of ``candidates`` (space index), its predicted µs and the
