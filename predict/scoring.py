@@ -122,9 +122,9 @@ class GroupScorer:
         features = ConfigFeatures.build(arrays, device, dtype)
         everything = CandidateSet(np.arange(len(space), dtype=np.intp), columns, features, whole=True)
         compiled = None if compiled_trees is None else CompiledShortlist.build(compiled_trees, columns, features)
-        if level is None or compiled is None:
+        if compiled is None or level is None:
             compiled_level = None
-        if compiled is not None and level is not None and compiled_level is None:
+        elif compiled_level is None:
             raise ValueError("a compiled path with level trees needs compiled_level")
         return cls(device, dtype, layout, space, everything, target, scorer, compiled, level, compiled_level)
 
