@@ -15,11 +15,14 @@ seeded sample of ``--configs`` candidates per problem, it measures:
 2. **Fidelity.** On the first ``--fidelity-problems`` problems, a careful reference: do_bench(25 ms, 100 ms)
    for every config, three rounds, configs in a fresh random order each round, median of the three. Spearman
    rank correlation per problem between the collector's times and the reference's, and the reference time
-   of the collector's best over the reference best. A second reference leaves the host out: the same
-   configs through ``do_bench_cudagraph`` (each config's launches captured in one CUDA graph and replayed),
-   three interleaved rounds; on kernels of a few µs the first reference times the host's launch gaps too.
-   A third keeps do_bench's loop (256 MiB flush, start event, launch, end event; ``--host-ahead-launches``
-   launches, median) and enqueues a spin kernel before it, so that the host is ahead of the device and no
+   of the collector's best over the reference best. On kernels of a few µs that reference times the host's
+   launch gaps too (a Triton launch from Python costs the host 20-70 µs, more than do_bench's flush takes on
+   the device), so a second one is the same do_bench(25 ms, 100 ms), three interleaved rounds, of the same
+   kernel launched by replaying a CUDA graph that holds its one launch (:func:`graph_launch`, a few µs of
+   host time). Until the seventh session the second reference was ``do_bench_cudagraph``, which replays
+   many launches with no flush between them, a warm L2 unlike every other method here. A third keeps
+   do_bench's loop (256 MiB flush, start event, launch, end event; ``--host-ahead-launches`` launches,
+   median) and enqueues a spin kernel before it, so that the host is ahead of the device and no
    launch waits for it (:func:`timed_loop`); three interleaved rounds. The seventh session measured that
    on 512³ do_bench's rounds agree at 0.42 and this loop's at 0.994 (``benchmarks/fidelity_host_gap.py``).
 
@@ -125,6 +128,18 @@ def timed_loop(fn: Callable[[], object], flush: object, ahead: bool, launches: i
     return statistics.median(s.elapsed_time(e) for s, e in events) * 1000.0
 
 
+def graph_launch(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn``'s one launch (already run once, so compiled and loaded) captured in a CUDA graph; the graph's
+    replay launches the same kernel on the same tensors for a few µs of host time."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
 def against(name: str, compared: dict[str, dict[str, float]], times: dict[str, float], self_agreement: float) -> dict:
     """Fields comparing each of ``compared`` (prefix -> config times: the collector's under "", the default
     loop's, the do_bench reference's) with another reference's ``times`` over the same configs."""
@@ -148,8 +163,8 @@ def main() -> int:
     parser.add_argument("--fidelity-problems", type=int, default=6)
     parser.add_argument("--serial-compile-sample", type=int, default=32)
     parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--graph-rep-ms", type=int, default=20,
-                        help="rep of the CUDA-graph reference (do_bench_cudagraph); 0 leaves it out")  # fmt: skip
+    parser.add_argument("--no-graph-launch", action="store_true",
+                        help="leave out the reference of do_bench over graph-launched kernels")  # fmt: skip
     parser.add_argument("--host-ahead-launches", type=int, default=200,
                         help="launches of the host-ahead reference (timed_loop); 0 leaves it out")  # fmt: skip
     parser.add_argument("--serial-compile-of", help=argparse.SUPPRESS)  # the serial-compile child
@@ -161,7 +176,7 @@ def main() -> int:
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="tilecost-triton-"))
     import torch
     import triton
-    from triton.testing import do_bench, do_bench_cudagraph
+    from triton.testing import do_bench
 
     from tilecost.collect.compile import specialisation_key
     from tilecost.collect.launch import bind
@@ -291,16 +306,16 @@ def main() -> int:
 
         compared = {"": collector[p.key], "default_loop_": default[p.key], "reference_": ref}
         graph_fields: dict = {}
-        if args.graph_rep_ms > 0:
-            # A second careful reference that leaves the host out: each config's launches captured in
-            # one CUDA graph and replayed (Triton's do_bench_cudagraph), three interleaved rounds.
+        if not args.no_graph_launch:
+            # The same careful reference with the host out of the timed interval: do_bench(25, 100), three
+            # interleaved rounds, of each kernel launched by replaying a graph of its one launch.
+            replays = {k: graph_launch(fn) for k, fn in bound.items()}
             graph_fields = against(
-                "graph_reference",
+                "graph_launch_reference",
                 compared,
-                *interleaved_us(
-                    keys, bound, lambda fn: do_bench_cudagraph(fn, rep=args.graph_rep_ms, return_mode="median")
-                ),
+                *interleaved_us(keys, replays, lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median")),
             )
+            del replays
         if args.host_ahead_launches > 0:
             # A third: do_bench's loop (flushed L2, events) with the host ahead of the device.
             graph_fields |= against(
