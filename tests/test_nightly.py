@@ -260,3 +260,41 @@ def test_steps_parse_by_name() -> None:
     assert Step.parse_list("plan, collect") == {Step.PLAN, Step.COLLECT}
     with pytest.raises(ValueError, match="step 'fit' is not allowed"):
         Step.parse_list("plan,fit")
+
+
+def test_model_top_re_times_training_problems_on_the_champions_untimed_favourites(first_night, capsys) -> None:
+    import pyarrow.compute as pc
+
+    from tilecost.predict import Predictor
+    from tilecost.problem import Problem
+
+    base, _ = first_night
+    store = DatasetStore(base / "measurements")
+    table = store.read("h200", filters=[pc.field("role") == "train"])
+    timed: dict[str, set[str]] = {}
+    keys, config_ids = table.column("problem_key").to_pylist(), table.column("config_id").to_pylist()
+    for key, config_id in zip(keys, config_ids, strict=True):
+        timed.setdefault(key, set()).add(config_id)
+
+    code, _ = _run(_night(base, "2026-12-05", "--steps", "plan,collect", "--model-top", "2", "--model-top-k", "8"),
+                   capsys)  # fmt: skip
+
+    assert code == EXIT_OK
+    plan = json.loads((base / "state" / "2026-12-05" / "plan.json").read_text())
+    top = [e for e in plan if e["family"] == "model-top"]
+    assert len(top) == 2 and all(e["role"] == "train" for e in top)
+    assert _record(base, "2026-12-05", "plan")["counts"]["model_top"] == 2
+    champion = Predictor.load(base / "state" / "artifact" / "h200")  # the first night's export ranks them
+    for entry in top:
+        problem = Problem(entry["m"], entry["n"], entry["k"], entry["dtype"], entry["layout"])
+        chosen = entry["only"]["config_id"]
+        times = champion.predicted_times_us(problem)
+        untimed = sorted((t, c.key) for c, t in times.items() if c.key not in timed[problem.key])
+        assert sorted(chosen) == sorted(k for _, k in untimed[:8])
+        tonight = pq.read_table(store.file_path("h200", problem, "n20261205"), columns=["config_id"])
+        assert sorted(tonight.column(0).to_pylist()) == sorted(chosen)  # every one timed, nothing else
+
+
+def test_model_top_k_above_min_sample_is_refused() -> None:
+    with pytest.raises(ValueError, match="model_top_k=65 must be <= min_sample=64"):
+        NightlySettings(model_top=1, model_top_k=65, min_sample=64)

@@ -11,11 +11,14 @@ import pytest
 
 from tilecost.collect.plans import Role, is_heldout, load_plan_file
 from tilecost.problem import DType, Layout, Problem
+from tilecost.space import problem_candidates
 from tilecost.train.nightly_plan import (
     FLAGGED_FAMILY,
+    MODEL_TOP_FAMILY,
     ensure_heldout,
     measurable,
     measured_problem_keys,
+    model_top_entries,
     plan_json,
     plan_night,
 )
@@ -126,3 +129,50 @@ def test_nights_are_dates() -> None:
     assert parse_night("2026-11-29") == "2026-11-29"
     with pytest.raises(ValueError, match="night='tonight' is not allowed; use a date YYYY-MM-DD"):
         parse_night("tonight")
+
+
+def _fake_times(problem: Problem) -> dict:
+    """A ranking by tile area, then key: any deterministic order serves the planning logic."""
+    return {c: float(c.block_m * c.block_n) + i * 1e-6 for i, c in enumerate(problem_candidates(problem, "h200"))}
+
+
+def test_model_top_takes_each_problems_fastest_untimed_configs() -> None:
+    a, b = Problem(512, 1024, 4096), Problem(24, 14336, 4096)
+    order_a = sorted(_fake_times(a), key=_fake_times(a).__getitem__)
+    timed = {a.key: {c.key for c in order_a[:3]}, b.key: set()}
+
+    entries = model_top_entries(timed, _fake_times, problems=2, per_problem=5, seed=1)
+
+    by_problem = {e.problem: e for e in entries}
+    assert set(by_problem) == {a, b}
+    assert all(e.family == MODEL_TOP_FAMILY and e.role is Role.TRAIN for e in entries)
+    assert dict(by_problem[a].only)["config_id"] == tuple(sorted(c.key for c in order_a[3:8]))  # the 3 timed skipped
+    assert all(len(dict(e.only)["config_id"]) == 5 for e in entries)
+
+
+def test_model_top_draws_problems_by_the_night_and_passes_over_fully_timed_ones() -> None:
+    problems = [Problem(64 * (i + 1), 4096, 4096) for i in range(6)]
+    timed = {p.key: set() for p in problems}
+    full = problems[0]
+    timed[full.key] = {c.key for c in problem_candidates(full, "h200")}
+
+    one = [e.problem for e in model_top_entries(timed, _fake_times, problems=5, per_problem=2, seed=20261129)]
+    again = [e.problem for e in model_top_entries(timed, _fake_times, problems=5, per_problem=2, seed=20261129)]
+    other = [e.problem for e in model_top_entries(timed, _fake_times, problems=5, per_problem=2, seed=20261130)]
+
+    assert one == again and len(one) == 5 and full not in one and set(one) == set(other) and one != other
+    with pytest.raises(ValueError, match="model_top_k=0"):
+        model_top_entries(timed, _fake_times, problems=1, per_problem=0, seed=0)
+
+
+def test_model_top_entries_come_last_and_survive_the_plan_file(tmp_path) -> None:
+    measured = Problem(512, 1024, 4096)
+    top = model_top_entries({measured.key: set()}, _fake_times, problems=1, per_problem=4, seed=0)
+
+    entries, counts = plan_night(flagged=[], families=FAMILIES, dtypes=BF16, layouts=NT, seed=20261129,
+                                 measured={measured.key}, max_flagged=0, model_top=top)  # fmt: skip
+    path = tmp_path / "plan.json"
+    path.write_text(plan_json(entries))
+
+    assert entries[-1] == top[0] and counts["model_top"] == 1
+    assert load_plan_file(path) == entries  # the `only` restriction included

@@ -65,6 +65,8 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
             layouts=tuple(args.layouts),
             query_log=args.query_log if args.query_log is not None else os.environ.get("TILECOST_QUERY_LOG"),
             max_flagged=args.max_flagged,
+            model_top=args.model_top,
+            model_top_k=args.model_top_k,
             sentinels=args.sentinels,
             sentinel_configs=args.sentinel_configs,
             sample_fraction=args.sample_fraction,
@@ -135,6 +137,10 @@ def register(sub: Any) -> None:
     p.add_argument("--layouts", default=[Layout.NT], type=lambda s: [Layout.parse(x) for x in s.split(",") if x])
     p.add_argument("--query-log", default=None, help="the predictor's query log (default $TILECOST_QUERY_LOG)")
     p.add_argument("--max-flagged", type=int, default=16, help="flagged problems per night at most")
+    p.add_argument("--model-top", type=int, default=0,
+                   help="training problems re-timed on the model's untimed favourites a night")  # fmt: skip
+    p.add_argument("--model-top-k", type=int, default=64,
+                   help="configurations per model-top problem (at most --min-sample)")  # fmt: skip
     p.add_argument("--sentinels", type=int, default=5, help="sentinel problems (0 to skip the drift check)")
     p.add_argument("--sentinel-configs", type=int, default=32, help="configurations measured per sentinel")
     p.add_argument("--sample-fraction", type=float, default=0.35, help="of a training problem's candidates")

@@ -90,6 +90,8 @@ class NightlySettings:
     layouts: tuple[Layout, ...] = (Layout.NT,)
     query_log: str | None = None
     max_flagged: int = 16
+    model_top: int = 0  # training problems re-timed on the model's untimed favourites (nightly_plan)
+    model_top_k: int = 64
     sentinels: int = 5
     sentinel_configs: int = 32
     sample_fraction: float = 0.35
@@ -121,11 +123,17 @@ class NightlySettings:
             plan_family(name, 0, DType.BF16, Layout.NT)  # raises ValueError naming the known families
             if count < 0:
                 raise ValueError(f"family {name}={count}: count must be >= 0")
-        for name, low in (("max_flagged", 0), ("sentinel_configs", 1), ("min_sample", 1), ("rounds", 1)):
+        for name, low in (("max_flagged", 0), ("model_top", 0), ("model_top_k", 1), ("sentinel_configs", 1),
+                          ("min_sample", 1), ("rounds", 1)):  # fmt: skip
             if getattr(self, name) < low:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= {low}")
         if not self.sentinels >= 0:
             raise ValueError(f"sentinels={self.sentinels} must be >= 0")
+        if self.model_top and self.model_top_k > self.min_sample:
+            raise ValueError(
+                f"model_top_k={self.model_top_k} must be <= min_sample={self.min_sample}: a training problem's "
+                "restricted candidates are sampled like any others, and at most min_sample are sure to be timed"
+            )
         if not 0 < self.sample_fraction <= 1:
             raise ValueError(f"sample_fraction={self.sample_fraction} must be in (0, 1]")
         if self.shard is not None and not (self.shard[1] >= 1 and 0 <= self.shard[0] < self.shard[1]):
@@ -153,6 +161,15 @@ class NightlySettings:
     @property
     def resolved_export_dir(self) -> Path:
         return Path(self.export_dir) if self.export_dir else self.resolved_state_dir / "artifact" / self.device_class
+
+    @property
+    def ranking_artifact(self) -> Path:
+        """The artifact that ranks the model-top configurations: tonight's export directory once it
+        holds a model (the champion), else the model shipped for the device class."""
+        from .export import default_export_dir
+
+        own = self.resolved_export_dir
+        return own if (own / "metadata.json").is_file() else default_export_dir(self.device_class)
 
     @property
     def resolved_tracking_uri(self) -> str:

@@ -22,7 +22,14 @@ from tilecost.collect.plans import PlanEntry
 from tilecost.problem import Problem
 
 from .drift import DriftReport, DriftStatus, SentinelRows, compare_sentinels, sentinel_plan
-from .nightly_plan import flagged_problems, measured_problem_keys, plan_json, plan_night, read_plan
+from .nightly_plan import (
+    flagged_problems,
+    measured_problem_keys,
+    model_top_entries,
+    plan_json,
+    plan_night,
+    read_plan,
+)
 from .nightly_settings import NightlyError, NightlySettings, Step
 from .nightly_state import NightDir
 
@@ -142,9 +149,10 @@ def step_plan(night: NightContext) -> tuple[list[PlanEntry], StepOutcome]:
     query_log = s.query_log
     if query_log:
         flagged = flagged_problems(query_log) if Path(query_log).exists() else []
+    model_top = _model_top(store, s, seed=int(night.dir.compact)) if s.model_top and measured else []
     entries, counts = plan_night(
         flagged=flagged, families=dict(s.families), dtypes=s.dtypes, layouts=s.layouts,
-        seed=int(night.dir.compact), measured=measured, max_flagged=s.max_flagged,
+        seed=int(night.dir.compact), measured=measured, max_flagged=s.max_flagged, model_top=model_top,
     )  # fmt: skip
     if not d.create_exclusive(d.plan_path, plan_json(entries)):  # another shard planned first: use its plan
         entries = read_plan(d.plan_path)
@@ -157,9 +165,26 @@ def step_plan(night: NightContext) -> tuple[list[PlanEntry], StepOutcome]:
         f"plan: {len(entries)} problems ({counts['flagged']} flagged of {counts['flagged_logged']} logged in {source}"
         f" [{counts['flagged_measured']} already measured, {counts['flagged_too_large']} too large, "
         f"{counts['flagged_over_limit']} over the limit]; {counts['fresh']} fresh family samples; "
+        f"{counts['model_top']} training problems re-timed on the model's top {s.model_top_k}; "
         f"{counts['heldout']} held out) -> {d.plan_path}"
     )
     return entries, StepOutcome(Step.PLAN, Outcome.DONE, line, record)
+
+
+def _model_top(store: Any, s: NightlySettings, seed: int) -> list[PlanEntry]:
+    """:func:`model_top_entries` of the dataset's training problems, ranked by ``s.ranking_artifact``."""
+    import pyarrow.compute as pc
+
+    from tilecost.predict import Predictor
+
+    table = store.read(s.device_class, filters=[pc.field("role") == "train"]).select(["problem_key", "config_id"])
+    timed: dict[str, set[str]] = {}
+    for key, config_id in zip(*(table.column(c).to_pylist() for c in ("problem_key", "config_id")), strict=True):
+        timed.setdefault(key, set()).add(config_id)
+    predictor = Predictor.load(s.ranking_artifact)
+    return model_top_entries(
+        timed, predictor.predicted_times_us, problems=s.model_top, per_problem=s.model_top_k, seed=seed
+    )
 
 
 def _sentinel_rows(night: NightContext) -> SentinelRows:
