@@ -54,14 +54,15 @@ class Dataset:
 
 
 def load_dataset(groups: tuple[str, ...] | None = ("bf16-nt",)) -> Dataset:
-    """The shipped measurements of ``groups`` ("dtype-layout"; None: every group), each problem's newest
-    run only. The fixture model is trained on bf16/nt alone, so that tests do not change as the dataset
-    grows other groups."""
+    """The shipped measurements of ``groups`` ("dtype-layout"; None: every group), each configuration of a
+    problem from its newest run only. The fixture model is trained on bf16/nt alone, so that tests do not
+    change as the dataset grows other groups."""
     from tilecost.collect.store import DatasetStore
     from tilecost.train.dataset import newest_run_mask
 
     table = DatasetStore(DATASET).read("h200")
-    table = table.filter(newest_run_mask(table.select(["problem_key", "run_id", "timestamp"]).to_pandas()))
+    columns = ["problem_key", "config_id", "run_id", "timestamp"]
+    table = table.filter(newest_run_mask(table.select(columns).to_pandas()))
     names = (
         "m",
         "n",

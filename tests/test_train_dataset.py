@@ -197,3 +197,26 @@ def test_a_problem_measured_again_is_read_from_its_newest_run_only(tmp_path):
     assert "superseded by a newer run" in after.summary()
     untouched = after.frame[after.frame.problem_key == TRAIN_PROBLEMS[0].key]
     assert len(untouched) == len(before.frame[before.frame.problem_key == TRAIN_PROBLEMS[0].key])
+
+
+def test_a_later_run_over_a_few_configs_adds_to_the_earlier_rows_and_supersedes_only_those(tmp_path):
+    import datetime as dt
+
+    from tilecost.train.dataset import load_measurements
+
+    root = write_dataset(tmp_path / "ds")
+    problem = TRAIN_PROBLEMS[0]
+    before = load_measurements(root, "h200").frame
+    old = before[before.problem_key == problem.key]
+    retimed = problem_rows(problem, "train", run_id="rtop", timestamp=dt.datetime(2026, 12, 1, tzinfo=dt.UTC))[:2]
+    for row in retimed:
+        row["time_us"] *= 2.0
+    DatasetStore(root).write_problem("h200", problem, "rtop", retimed)
+
+    after = load_measurements(root, "h200")
+    rows = after.frame[after.frame.problem_key == problem.key].set_index("config_id")
+    again = [r["config_id"] for r in retimed]
+    assert len(rows) == len(old)  # nothing lost, nothing counted twice
+    assert set(rows.loc[again, "run_id"]) == {"rtop"}
+    assert set(rows.drop(index=again).run_id) == set(old.run_id)
+    assert after.superseded_rows == 2
