@@ -333,7 +333,8 @@ def calibrate_ood(
     A problem is *bad* below ``good_fraction``. The sparse-neighbourhood threshold and the range
     margin (one of :data:`RANGE_MARGINS_LOG2`) are the pair that catches the most bad problems
     while flagging at most ``max_good_flagged`` of the good ones; among pairs catching as many, the
-    one flagging fewest good problems, then the smallest margin, then the largest threshold. (On the
+    one flagging fewest good problems, then the smallest margin, then the largest threshold; when that
+    is no threshold at all, the distance of the farthest held-out problem (no evidence reaches beyond it). (On the
     61 held-out H200 problems of 2026-11-29 the unwidened range of the 8-18 training problems of a
     small group flagged 7 of the 39 good problems and 2 of the 22 bad ones, both also far from
     every training problem of their group.)
@@ -369,6 +370,13 @@ def calibrate_ood(
     if best is None:  # the range rule alone, even at the widest margin, flags too many good problems
         best = (int(other[bad].sum()), -float(other[~bad].mean()), -margin, math.inf)
     caught, good_rate, margin, threshold = best[0], -best[1], -best[2], best[3]
+    if not math.isfinite(threshold):
+        # No distance separated bad from good: the model was still only judged up to the farthest held-out
+        # problem, so flag what lies farther (a held-out problem is never flagged by it: same counts).
+        ood = {"sparse_distance_log2": math.inf, "neighbours": neighbours, "range_margin_log2": margin}
+        checker = OODChecker.from_metadata(domain, ood)
+        seen = [d for d in (checker.verdict(p).neighbour_distance_log2 for p in heldout) if math.isfinite(d)]
+        threshold = max(seen, default=math.inf)
     return {
         "sparse_distance_log2": threshold if math.isfinite(threshold) else 1e9,
         "neighbours": neighbours,

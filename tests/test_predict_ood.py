@@ -98,9 +98,13 @@ def test_calibration_picks_the_threshold_that_catches_most_within_the_false_flag
     assert thresholds["sparse_distance_log2"] == pytest.approx(math.log2(19) - 4)
     assert thresholds["calibration"] == {"heldout_problems": 5, "bad_problems": 2, "bad_caught": 2,
                                          "catch_rate": 1.0, "good_flagged_rate": pytest.approx(1 / 3)}  # fmt: skip
-    # No budget at all: even the range rule's one good flag is too many; the threshold flags nothing.
+    # No budget at all: even the range rule's one good flag is too many; no threshold catches anything, so
+    # the threshold is the farthest held-out problem's distance (2**10 is 2 octaves from m = 2**8): it flags
+    # none of them, and only shapes farther than the model was judged on.
     none = calibrate_ood(heldout, fractions, TRAINING, max_good_flagged=0.0)
-    assert none["sparse_distance_log2"] == 1e9 and none["calibration"]["bad_caught"] == 0
+    assert none["sparse_distance_log2"] == pytest.approx(2.0) and none["calibration"]["bad_caught"] == 0
+    farther = OODChecker.from_metadata(training_domain(TRAINING), none).verdict(Problem(4096, 1024, 1024))
+    assert OODReason.SPARSE_NEIGHBOURHOOD in farther.reasons
 
 
 def test_calibration_checks_its_inputs() -> None:
