@@ -87,6 +87,19 @@ def test_breakdown_groups_split_skinny_m_and_size() -> None:
     metrics = evaluation.metrics()
     assert metrics["heldout_top1_geomean/skinny_m"] == pytest.approx(1.0)
     assert "heldout_log_rmse" in metrics
+    assert metrics["heldout_top1_interval_low"] <= 0.5 <= metrics["heldout_top1_interval_high"]
+
+
+def test_the_top1_interval_resamples_the_problems() -> None:
+    evaluation = _evaluate()  # top-1 0.25 and 1.0: a resample holds either or both
+
+    low, high = evaluation.top1_interval(level=0.98)
+
+    assert low == pytest.approx(0.25) and high == pytest.approx(1.0)
+    assert evaluation.top1_interval(seed=3) == evaluation.top1_interval(seed=3)
+    assert "90% interval 0." in evaluation.table()
+    with pytest.raises(ValueError, match="level=1.5"):
+        evaluation.top1_interval(level=1.5)
 
 
 def test_table_is_readable_text_with_every_group_and_problem() -> None:
