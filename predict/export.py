@@ -23,7 +23,9 @@ Cost: the lists rank every candidate of ``samples`` sample shapes with the model
 candidate of ``validation`` more with the full model), 450-1,100 feasible rows a shape on the H200
 bf16 space. Pass
 ``scorer=booster.inplace_predict``: 2-4 µs a row for 300 trees of depth 8 in large batches, where
-the numpy evaluator takes ~7 µs; it is checked against the numpy evaluation of ``model_json`` first,
+the numpy evaluator takes ~7 µs; with ``metadata.level_trees`` it must score the main trees only
+(``booster.inplace_predict(x, iteration_range=(0, main trees))``: the level trees are added once per problem,
+as the predictor does). It is checked against the numpy evaluation of ``model_json`` first,
 and called from ``workers`` threads at once (default: one per CPU; XGBoost predicts thread-safely
 and releases the GIL). With the defaults an export takes ~9-10 minutes on this 2-core machine. Tests
 should pass ``samples=64, validation=16`` or so.
@@ -118,6 +120,12 @@ def prepare_artifact_files(
         groups.setdefault(f"{problem.dtype.value}-{problem.layout.value}", []).append(problem)
     if not groups:
         raise ArtifactError("metadata.domain lists no training problems; build it with training_domain()")
+    level = None
+    if 0 < metadata.level_trees < ensemble.num_trees:
+        # As the predictor does: rank with the main trees and add the level trees once per problem (they
+        # read only its columns), so a sample's candidates walk the 300 main trees each, not all 500.
+        level = ensemble.last_trees(metadata.level_trees).predict
+        ensemble = ensemble.first_trees(ensemble.num_trees - metadata.level_trees)
     score = ensemble.predict if scorer is None else _checked(scorer, ensemble, device, groups)
     coarse = ensemble.first_trees(prescore_trees).predict if 0 < prescore_trees < ensemble.num_trees else None
     heldout = {Problem.from_key(k): float(f) for k, f in metadata.ood.get("heldout_top1", {}).items()}
@@ -130,7 +138,7 @@ def prepare_artifact_files(
         share = len(problems) / total_problems  # samples follow the training problems
         group_samples = max(round(samples * share), min(samples, _MIN_GROUP_SAMPLES))
         group_validation = max(round(validation * share), min(validation, _MIN_GROUP_VALIDATION))
-        group = GroupScorer.build(device, first.dtype, first.layout, metadata.target, score)
+        group = GroupScorer.build(device, first.dtype, first.layout, metadata.target, score, level=level)
         spec = GridSpec.covering(
             domain.log2_min[name].tolist(), domain.log2_max[name].tolist(), step_log2=step_log2,
             margin_log2=margin_log2, top_n=top_n, samples=group_samples, list_width=list_width, seed=seed,

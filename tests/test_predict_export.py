@@ -67,6 +67,25 @@ def test_a_scorer_must_be_the_same_model(model_json: bytes, metadata: ArtifactMe
         prepare_artifact_files(model_json, metadata, scorer=lambda x: np.zeros(len(x)), **TINY)
 
 
+def test_with_level_trees_the_scorer_scores_the_main_trees_only(model_json: bytes, metadata: ArtifactMetadata) -> None:
+    import xgboost as xgb
+
+    # The fixture's last 10 of 40 trees stand in for level trees: ranked with the first 30, added once.
+    with_level = ArtifactMetadata(**{**asdict(metadata), "level_trees": 10})
+    booster = xgb.Booster(model_file=bytearray(model_json))
+    booster.set_param({"nthread": 1})
+
+    numpy_files = prepare_artifact_files(model_json, with_level, **TINY)
+    main_only = prepare_artifact_files(
+        model_json, with_level, scorer=lambda x: booster.inplace_predict(x, iteration_range=(0, 30)), **TINY
+    )
+
+    assert main_only == numpy_files
+    assert numpy_files != prepare_artifact_files(model_json, metadata, **TINY)  # the split matters
+    with pytest.raises(ArtifactError, match="scorer's predictions differ"):
+        prepare_artifact_files(model_json, with_level, scorer=booster.inplace_predict, **TINY)
+
+
 def test_metadata_must_describe_the_training_domain_and_features(model_json: bytes, metadata: ArtifactMetadata) -> None:
     ranges_only = {"dtypes": ["bf16"], "log2_min": dict.fromkeys("mnk", 0), "log2_max": dict.fromkeys("mnk", 1)}
     with pytest.raises(ArtifactError, match="domain lists no training problems"):

@@ -314,10 +314,15 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path) -> None:
     )
     # The shortlist precompute scores batches of a few dozen rows; one thread is ~2.5x faster there than two
     # (measured with benchmarks/predict_latency.py's export, 2026-11-29), and training is over by now.
-    result.model.booster_.set_param({"nthread": 1})
+    booster = result.model.booster_
+    booster.set_param({"nthread": 1})
+    main_trees = booster.num_boosted_rounds() - result.model.level_trees_  # the level trees: once per problem
+
+    def scorer(x: np.ndarray) -> np.ndarray:
+        return booster.inplace_predict(x, iteration_range=(0, main_trees))
+
     path, files = export_artifact(
-        directory, result.model.model_json(), metadata, measured_database(candidate_rows(m.frame)),
-        scorer=result.model.booster_.inplace_predict,
-    )  # fmt: skip
+        directory, result.model.model_json(), metadata, measured_database(candidate_rows(m.frame)), scorer=scorer
+    )
     result.artifact_dir = path
     result.artifact_files = files
