@@ -353,13 +353,16 @@ def calibrate_ood(
     domain = training_domain(training)
     bad = fractions < good_fraction
     best: tuple[int, float, float, float] | None = None  # (caught, -good flagged rate, -margin, threshold)
+    farthest: dict[float, float] = {}  # per margin, the largest finite held-out distance
     for margin in RANGE_MARGINS_LOG2:
         ood = {"sparse_distance_log2": math.inf, "neighbours": neighbours, "range_margin_log2": margin}
         checker = OODChecker.from_metadata(domain, ood)
         verdicts = [checker.verdict(p) for p in heldout]
         distances = np.array([v.neighbour_distance_log2 for v in verdicts])
+        finite = distances[np.isfinite(distances)]
+        farthest[margin] = float(finite.max()) if len(finite) else math.inf
         other = np.array([any(r is not OODReason.SPARSE_NEIGHBOURHOOD for r in v.reasons) for v in verdicts])
-        for threshold in sorted({*distances[np.isfinite(distances)].tolist(), math.inf}, reverse=True):
+        for threshold in sorted({*finite.tolist(), math.inf}, reverse=True):
             flagged = other | (distances > threshold)
             good_rate = float(flagged[~bad].mean()) if (~bad).any() else 0.0
             if good_rate > max_good_flagged:
@@ -373,10 +376,7 @@ def calibrate_ood(
     if not math.isfinite(threshold):
         # No distance separated bad from good: the model was still only judged up to the farthest held-out
         # problem, so flag what lies farther (a held-out problem is never flagged by it: same counts).
-        ood = {"sparse_distance_log2": math.inf, "neighbours": neighbours, "range_margin_log2": margin}
-        checker = OODChecker.from_metadata(domain, ood)
-        seen = [d for d in (checker.verdict(p).neighbour_distance_log2 for p in heldout) if math.isfinite(d)]
-        threshold = max(seen, default=math.inf)
+        threshold = farthest[margin]
     return {
         "sparse_distance_log2": threshold if math.isfinite(threshold) else 1e9,
         "neighbours": neighbours,
