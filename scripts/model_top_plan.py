@@ -23,15 +23,12 @@ from tilecost.problem import Problem
 from tilecost.space import problem_candidates
 from tilecost.train.dataset import load_measurements
 from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
+from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
 
 K = int(sys.argv[1]) if len(sys.argv) > 1 else 64
 device = load_device("h200")
 train, _ = split_by_role(load_measurements("datasets/measurements", "h200"))
-model = CostModel().fit(
-    build_features(train, device), train.time_us.to_numpy(), groups=train.problem_key.to_numpy(),
-    hopeless=(train.status == "hopeless").to_numpy(),
-)  # fmt: skip
+model = fit_rows(CostModel(), train, device)
 rows = candidate_rows(train)
 timed = rows.groupby("problem_key").config_id.agg(set)
 first = rows.drop_duplicates("problem_key").set_index("problem_key")

@@ -44,6 +44,7 @@ __all__ = [
     "candidate_rows",
     "evaluate_model",
     "grouped_cross_validation",
+    "fit_rows",
     "split_by_role",
     "train_device_class",
 ]
@@ -66,6 +67,24 @@ def build_features(frame: pd.DataFrame, device: DeviceSpec) -> np.ndarray:
         (variants == "tma").to_numpy(),
     )
     return feature_matrix(problems, configs, device)
+
+
+def fit_rows(
+    model: CostModel,
+    frame: pd.DataFrame,
+    device: DeviceSpec,
+    *,
+    X: np.ndarray | None = None,
+    time_us: np.ndarray | None = None,
+) -> CostModel:
+    """Fit ``model`` on dataset rows: their features (``X`` when already built), measured times (or
+    ``time_us`` in their place, e.g. another model's predictions), problems and screening-bound flags."""
+    return model.fit(
+        build_features(frame, device) if X is None else X,
+        frame["time_us"].to_numpy() if time_us is None else time_us,
+        groups=frame["problem_key"].to_numpy(),
+        hopeless=(frame["status"] == "hopeless").to_numpy(),
+    )
 
 
 def split_by_role(measurements: Measurements) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -206,8 +225,7 @@ def train_device_class(
         X = build_features(train, device)
     model = CostModel(**dict(model_params or {}))
     with clock("fit"):
-        model.fit(X, train["time_us"].to_numpy(), groups=train["problem_key"].to_numpy(),
-                  hopeless=(train["status"] == "hopeless").to_numpy())  # fmt: skip
+        fit_rows(model, train, device, X=X)
     say(f"fitted on {len(train):,} rows of {model.n_problems_} training problems in {clock.seconds['fit']:.1f} s")
     cv = None
     if cv_folds:

@@ -13,7 +13,7 @@ from tilecost.device import load_device
 from tilecost.train.dataset import load_measurements
 from tilecost.train.evaluate import evaluate_predictions
 from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
+from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
 
 device = load_device("h200")
 train, heldout = split_by_role(load_measurements("datasets/measurements", "h200"))
@@ -24,12 +24,7 @@ preds = []
 for seed in range(5):
     chosen = set(np.random.default_rng(seed).choice(problems, round(0.9 * len(problems)), replace=False))
     part = train[train.problem_key.isin(chosen)]
-    m = CostModel().fit(
-        build_features(part, device),
-        part.time_us.to_numpy(),
-        groups=part.problem_key.to_numpy(),
-        hopeless=(part.status == "hopeless").to_numpy(),
-    )
+    m = fit_rows(CostModel(), part, device)
     preds.append(np.log(m.predict(Xh)))
     avg = np.exp(np.mean(preds, axis=0))
     s = evaluate_predictions(rows, avg, device).summary()

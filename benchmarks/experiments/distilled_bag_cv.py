@@ -21,7 +21,7 @@ from tilecost.device import load_device
 from tilecost.train.dataset import load_measurements
 from tilecost.train.evaluate import evaluate_predictions
 from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
+from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
 
 SEED = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 device = load_device("h200")
@@ -29,11 +29,10 @@ train, _ = split_by_role(load_measurements("datasets/measurements", "h200"))
 X = build_features(train, device)
 t = train.time_us.to_numpy()
 groups = train.problem_key.to_numpy()
-hopeless = (train.status == "hopeless").to_numpy()
 
 
 def fit(index: np.ndarray, time_us: np.ndarray) -> CostModel:
-    return CostModel().fit(X[index], time_us, groups=groups[index], hopeless=hopeless[index])
+    return fit_rows(CostModel(), train.iloc[index], device, X=X[index], time_us=time_us)
 
 
 predicted = {name: np.empty(len(train)) for name in ("A one model", "B bag of 5", "C bag distilled")}

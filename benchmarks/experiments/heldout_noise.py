@@ -17,20 +17,14 @@ import numpy as np
 from tilecost.device import load_device
 from tilecost.train.dataset import load_measurements
 from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, evaluate_model, split_by_role
+from tilecost.train.pipeline import evaluate_model, fit_rows, split_by_role
 
 device = load_device("h200")
 train, heldout = split_by_role(load_measurements("datasets/measurements", "h200"))
 
 
 def fit(frame):
-    X = build_features(frame, device)
-    return CostModel().fit(
-        X,
-        frame.time_us.to_numpy(),
-        groups=frame.problem_key.to_numpy(),
-        hopeless=(frame.status == "hopeless").to_numpy(),
-    )
+    return fit_rows(CostModel(), frame, device)
 
 
 full = evaluate_model(fit(train), heldout, device)

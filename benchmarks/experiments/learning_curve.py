@@ -15,7 +15,7 @@ import numpy as np
 from tilecost.device import load_device
 from tilecost.train.dataset import load_measurements
 from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, evaluate_model, split_by_role
+from tilecost.train.pipeline import evaluate_model, fit_rows, split_by_role
 
 device = load_device("h200")
 train, heldout = split_by_role(load_measurements("datasets/measurements", "h200"))
@@ -26,13 +26,7 @@ for fraction in (0.25, 0.5, 0.75, 1.0):
     for seed in range(3 if fraction < 1 else 1):
         chosen = np.random.default_rng(seed).choice(problems, round(fraction * len(problems)), replace=False)
         part = train[train.problem_key.isin(set(chosen))]
-        X = build_features(part, device)
-        model = CostModel().fit(
-            X,
-            part.time_us.to_numpy(),
-            groups=part.problem_key.to_numpy(),
-            hopeless=(part.status == "hopeless").to_numpy(),
-        )
+        model = fit_rows(CostModel(), part, device)
         s = evaluate_model(model, heldout, device)
         summary = s.summary()
         print(

@@ -30,7 +30,7 @@ from tilecost.space import problem_candidates
 from tilecost.train.dataset import load_measurements
 from tilecost.train.evaluate import evaluate_predictions
 from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
+from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
 
 K = int(sys.argv[1]) if len(sys.argv) > 1 else 64
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # draws the shared samples (they move A by ±0.02)
@@ -58,13 +58,7 @@ train["_sampled"] = [
 
 
 def fit(frame: pd.DataFrame) -> CostModel:
-    X = build_features(frame, device)
-    return CostModel().fit(
-        X,
-        frame.time_us.to_numpy(),
-        groups=frame.problem_key.to_numpy(),
-        hopeless=(frame.status == "hopeless").to_numpy(),
-    )
+    return fit_rows(CostModel(), frame, device)
 
 
 def own_sample(frame: pd.DataFrame, seed: int) -> pd.DataFrame:

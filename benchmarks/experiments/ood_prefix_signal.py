@@ -18,14 +18,11 @@ from tilecost.device import load_device
 from tilecost.features import FEATURE_NAMES
 from tilecost.train.dataset import load_measurements
 from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
+from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
 
 device = load_device("h200")
 train, heldout = split_by_role(load_measurements("datasets/measurements", "h200"))
-model = CostModel().fit(
-    build_features(train, device), train.time_us.to_numpy(), groups=train.problem_key.to_numpy(),
-    hopeless=(train.status == "hopeless").to_numpy(),
-)  # fmt: skip
+model = fit_rows(CostModel(), train, device)
 rows = candidate_rows(heldout)
 X = build_features(rows, device)
 matrix = xgb.DMatrix(X, feature_names=list(FEATURE_NAMES))
