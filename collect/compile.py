@@ -26,7 +26,7 @@ from tilecost.config import KernelVariant, TileConfig
 from tilecost.measurement import Status
 from tilecost.problem import Layout, Problem
 
-__all__ = ["CompileResult", "compile_pool", "precompile", "problem_pattern", "specialisation_key"]
+__all__ = ["CompileResult", "close_pool", "compile_pool", "precompile", "problem_pattern", "specialisation_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +106,34 @@ def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
 
+def close_pool(pool: ProcessPoolExecutor, terminate: bool = False) -> None:
+    """Shut ``pool`` down: after its compiles finish, or with ``terminate`` at once.
+
+    Terminating cancels the queued compiles and ends the worker processes in the middle of the
+    ones they are running, so a sweep that stops at its time budget returns in seconds instead of
+    waiting minutes for a cold pattern's kernels (the eighth session's H200 call was killed by its
+    hard timeout while it waited). Nothing is lost: Triton writes a kernel to its cache under a
+    temporary name and renames it into place, so an interrupted compile leaves no entry, and the
+    next run compiles that kernel again.
+    """
+    if not terminate:
+        pool.shutdown(wait=True, cancel_futures=True)
+        return
+    force = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if force is not None:
+        force()
+        return
+    # Before 3.14 the workers are reached through the executor's own table (shutdown clears it).
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
+    pool.shutdown(wait=True)
+
+
 def precompile(
     pairs: Iterable[tuple[Problem, TileConfig]],
     workers: int | None = None,
@@ -123,8 +151,9 @@ def precompile(
     chunks of ``chunk`` configs of one problem, in the order of ``pairs``; ``on_problem(key,
     results)`` is called as soon as every pair of a problem has its result, so that the problem can
     be measured while the rest compiles. Once ``stop`` is set (the sweep will not measure these
-    pairs), tasks not yet started are cancelled, those running finish, and the pairs compiled so far
-    are returned.
+    pairs), tasks not yet started are cancelled and the pairs compiled so far are returned at once:
+    the tasks already running are not waited for (a pool of its own is terminated; a shared pool's
+    owner closes it with :func:`close_pool`).
     """
     pairs = list(pairs)
     representative: dict[tuple[object, ...], tuple[Problem, TileConfig]] = {}
@@ -179,8 +208,10 @@ def precompile(
                 on_done(compiled, total)
     finally:
         for future in futures:
-            future.cancel()  # those not started; those running finish (their kernels reach the cache)
-        wait([f for f in futures if not f.cancelled()])
+            future.cancel()  # those not started
+        stopped = stop is not None and stop.is_set()
         if own_pool:
-            pool.shutdown(wait=True)
+            close_pool(pool, terminate=stopped)
+        elif not stopped:
+            wait(futures)  # an error left tasks running: let them finish before the caller goes on
     return out

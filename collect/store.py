@@ -170,8 +170,15 @@ class DatasetStore:
             return []
         return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
 
-    def read(self, device_class: str | None = None, filters: Iterable[Any] | None = None) -> pa.Table:
-        """Read the dataset (filters pushed down to the partitions), checking the schema version."""
+    def read(
+        self,
+        device_class: str | None = None,
+        filters: Iterable[Any] | None = None,
+        columns: Iterable[str] | None = None,
+    ) -> pa.Table:
+        """Read the dataset (filters pushed down to the partitions), checking the schema version.
+
+        ``columns`` reads only those columns (any of :data:`COLUMNS`; filters may use others)."""
         import pyarrow.dataset as ds
 
         paths = self.files(device_class)
@@ -180,11 +187,18 @@ class DatasetStore:
             raise DatasetError(f"no measurement files under {self.root} for {where}")
         for path in paths:
             check_schema_version(path, self.fs)
+        names = None
+        if columns is not None:
+            names = list(columns)
+            known = {c for c, _, _ in COLUMNS}
+            unknown = [c for c in names if c not in known]
+            if unknown:
+                raise DatasetError(f"columns={unknown} are not dataset columns; use any of {sorted(known)}")
         dataset = ds.dataset(paths, filesystem=self.fs, format="parquet", partitioning="hive", schema=schema())
         expr = None
         for f in filters or ():
             expr = f if expr is None else expr & f
-        return dataset.to_table(filter=expr)
+        return dataset.to_table(columns=names, filter=expr)
 
 
 def check_schema_version(path: str, fs: pafs.FileSystem | None = None) -> None:

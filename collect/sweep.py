@@ -297,7 +297,7 @@ def run_sweep(
         else:
             configs, fraction = choose_candidates(entry, settings)
             todo.append((entry, configs, fraction))
-    from tilecost.collect.compile import compile_pool, precompile, problem_pattern
+    from tilecost.collect.compile import close_pool, compile_pool, precompile, problem_pattern
 
     pool = None
     if precompile_fn is None and settings.backend.endswith(":cuda_backend"):
@@ -368,6 +368,7 @@ def run_sweep(
     compiler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilecost-compile")
     stop_compiling = threading.Event()
     groups: list[Future[None] | None] = []
+    finished = False
     try:
         for batch in batches:
             if precompile_fn is None:
@@ -405,15 +406,17 @@ def run_sweep(
                     progress.update(1, len(configs), entry.problem.key)
             if summary.stopped_early:
                 break
+        finished = not summary.stopped_early
     finally:
         if child is not None:
             child.close()
-        # Compiles of groups the sweep will not reach (time budget, an error) are told to stop: they
-        # finish the kernels in flight, which stay in Triton's cache for the next run.
+        # Compiles of groups the sweep will not reach (time budget, an error) are told to stop, and
+        # the compile workers are ended at once: a kernel cut off mid-compile never reaches Triton's
+        # cache, and the next run compiles it again.
         stop_compiling.set()
-        compiler.shutdown(wait=True, cancel_futures=True)
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            close_pool(pool, terminate=not finished)
+        compiler.shutdown(wait=True, cancel_futures=True)
         if progress:
             progress.close()
     return summary

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from tilecost.collect.compile import compile_pool, precompile, specialisation_key
 from tilecost.config import KernelVariant
 from tilecost.problem import Problem
@@ -51,3 +53,66 @@ def test_a_stopped_compile_returns_at_once_and_reports_nothing():
     reported: list[str] = []
     out = precompile(pairs, workers=1, stop=stop, on_problem=lambda k, r: reported.append(k))
     assert out == {} and reported == []
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """Whether process ``pid`` has ended (exited or a zombie), waiting up to ``within_s`` (Linux /proc)."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_closing_a_pool_with_terminate_ends_its_running_work_at_once():
+    """A sweep that stops at its time budget must not wait for the compiles its workers are running:
+    ``close_pool(terminate=True)`` ends them (stand-in tasks that would run a minute), while a plain
+    close lets queued work finish."""
+    import time
+
+    from tilecost.collect.compile import close_pool
+
+    pool = compile_pool(2)
+    running = [pool.submit(time.sleep, 60) for _ in range(4)]
+    time.sleep(1.0)  # the workers have started and picked up two of the sleeps
+    pids = [p.pid for p in pool._processes.values()]
+    t0 = time.monotonic()
+    close_pool(pool, terminate=True)
+    assert time.monotonic() - t0 < 15, "closing waited for the running tasks"
+    assert pids and all(_gone(pid) for pid in pids), "a worker outlived the close"
+    assert all(f.done() for f in running) and not any(f.done() and not f.cancelled() and f.exception() is None
+                                                      for f in running)  # fmt: skip
+
+    pool = compile_pool(1)
+    quick = pool.submit(sum, [1, 2, 3])
+    close_pool(pool)
+    assert quick.result() == 6
+
+
+@pytest.mark.gpu
+def test_gpu_a_stopped_cold_compile_returns_within_seconds(tmp_path, monkeypatch):
+    """On the H200: a whole fp8 pattern compiled into an empty Triton cache takes minutes; stopped two
+    seconds in, ``precompile`` on its own pool returns within seconds, the pairs it finished carry
+    their results and nothing of the cut-off compiles is in the cache's index as a kernel."""
+    import time
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))  # the spawned workers inherit it
+    problem = Problem(1000, 1000, 1000, "fp8e4m3", "nn")
+    pairs = [(problem, c) for c in problem_candidates(problem, "h200")][:400]
+    stop = threading.Event()
+    timer = threading.Timer(2.0, stop.set)
+    timer.start()
+    t0 = time.monotonic()
+    out = precompile(pairs, workers=4, stop=stop)
+    took = time.monotonic() - t0
+    assert took < 20, f"a stopped compile took {took:.1f} s to return"
+    assert len(out) < len(pairs), "the stop came before the pattern was compiled"
+    assert {r.status.value for r in out.values()} <= {"ok", "out_of_resources", "compile_error"}

@@ -129,6 +129,19 @@ def test_reading_a_file_of_another_schema_version_is_refused(tmp_path):
     assert pa is not None
 
 
+def test_reading_some_columns_filters_on_others_and_refuses_unknown_names(tmp_path):
+    import pyarrow.compute as pc
+
+    store = DatasetStore(tmp_path)
+    summary = run_sweep(_entries(), store, _settings(), progress_stream=None)
+    table = store.read("h200", filters=[pc.field("role") == "train"], columns=["problem_key", "config_id"])
+    assert table.column_names == ["problem_key", "config_id"]
+    whole = store.read("h200").to_pandas()
+    assert table.num_rows == (whole.role == "train").sum() < summary.rows
+    with pytest.raises(DatasetError, match=r"columns=\['time'\] are not dataset columns"):
+        store.read("h200", columns=["problem_key", "time"])
+
+
 def test_bad_status_is_refused_before_anything_is_written(tmp_path):
     store = DatasetStore(tmp_path)
     with pytest.raises(DatasetError, match="status"):

@@ -177,7 +177,7 @@ def _model_top(store: Any, s: NightlySettings, seed: int) -> list[PlanEntry]:
 
     from tilecost.predict import Predictor
 
-    table = store.read(s.device_class, filters=[pc.field("role") == "train"]).select(["problem_key", "config_id"])
+    table = store.read(s.device_class, filters=[pc.field("role") == "train"], columns=["problem_key", "config_id"])
     timed: dict[str, set[str]] = {}
     for key, config_id in zip(*(table.column(c).to_pylist() for c in ("problem_key", "config_id")), strict=True):
         timed.setdefault(key, set()).add(config_id)
