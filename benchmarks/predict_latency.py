@@ -95,7 +95,7 @@ def breakdown(predictor: Any, problems: list[Any]) -> dict[str, float]:
         t0 = clock()
         predictor.ood.verdict(problem)
         t1 = clock()
-        candidates = group.candidates(problem)
+        candidates = group.cut(problem).head
         t2 = clock()
         mask = feasible_mask(problem, candidates.columns, predictor.device)
         t3 = clock()
@@ -200,6 +200,7 @@ def main() -> int:
     from tests.test_predict_fixture import build_fixture_artifact, load_dataset
     from tilecost import Predictor, Problem
     from tilecost.predict import dispatch_speed, shipped_devices
+    from tilecost.predict.shortlist import EXTEND_FROM
 
     data = load_dataset(groups=None)
     report: dict[str, Any] = {
@@ -252,8 +253,15 @@ def main() -> int:
         predictor.predict_best(shapes[-1])
         repeated.append((time.perf_counter_ns() - started) / 1e3)
     group = next(iter(predictor._groups.values()))
+    extended = 0
+    for shape in shapes[200:]:
+        cut = group.cut(Problem(*shape))
+        if cut is not None:
+            extended += group.best_two(Problem(*shape))[1] is not cut.head
     report["latency_us"] = {
         "shortlist_width": group.width,
+        "extend_from": group.extend_from,
+        "extended_fraction": round(extended / len(shapes[200:]), 4),
         "new_shape": _percentiles(latencies),
         "new_shape_not_flagged": _percentiles(in_distribution) | {"shapes": len(in_distribution)},
         "repeated_shape": _percentiles(repeated),
@@ -292,8 +300,10 @@ def main() -> int:
         "random_not_flagged": agreement(predictor, unflagged),
     }
     sweep = []
-    for width in [int(w) for w in args.widths.split(",")]:
-        narrow = Predictor.load(artifact, shortlist_width=width)
+    plain_width = int(group.width or 0)  # the default width without extending past it
+    settings = [(int(w), EXTEND_FROM) for w in args.widths.split(",")] + [(plain_width, None)]
+    for width, extend_from in settings:
+        narrow = Predictor.load(artifact, shortlist_width=width, extend_from=extend_from)
         for shape in shapes[:100]:
             narrow.predict_best(shape)
         times = []
@@ -301,7 +311,7 @@ def main() -> int:
             started = time.perf_counter_ns()
             narrow.predict_best(shape)
             times.append((time.perf_counter_ns() - started) / 1e3)
-        sweep.append({"width": width, "new_shape": _percentiles(times),
+        sweep.append({"width": width, "extend_from": extend_from, "new_shape": _percentiles(times),
                       "heldout": agreement(narrow, heldout), "random": agreement(narrow, random_problems)})  # fmt: skip
     report["width_sweep"] = sweep
     header = json.loads((Path(artifact) / "predictor.json").read_text())

@@ -186,14 +186,17 @@ def _calibration_row(
     problem: Problem, group: GroupScorer, table: ShortlistTable, width: int, domain: OODChecker
 ) -> tuple[Problem, dict[str, float], bool]:
     """A held-out problem's signals as the predictor computes them (its list's first ``width``
-    members scored), and whether the distance or range rules flag it already."""
-    members = group.subset(table.members(table.list_id(problem), width))
-    _, times = group.ranked(problem, members)
-    if not len(times):
-        _, times = group.ranked(problem)
+    members scored, the rest when their best sits late: :meth:`ShortlistTable.cut`), and whether the
+    distance or range rules flag it already."""
+    cut = table.cut(table.list_id(problem), width)
+    tail = group.subset(np.sort(cut.tail)) if len(cut.tail) else None
+    found, _ = group.best_two_extending(problem, group.subset(cut.head), cut.late, tail)
+    if found is None:
+        found = group.best_two(problem, group.everything)
+    assert found is not None, f"{problem.key}: no feasible candidate"
     verdict = domain.verdict(problem)
-    second = float(times[1]) if len(times) > 1 else None
-    return problem, answer_signals(problem, float(times[0]), second, verdict.neighbour_distance_log2), bool(verdict)
+    signals = answer_signals(problem, found[1], found[2], verdict.neighbour_distance_log2)
+    return problem, signals, bool(verdict)
 
 
 def _checked(scorer: Scorer, ensemble: TreeEnsemble, device: Any, groups: Mapping[str, list[Problem]]) -> Scorer:

@@ -12,8 +12,9 @@ A query, in order:
    (``source=Source.MEASURED``), so tilecost doubles as the tuning database;
 3. otherwise the first ``shortlist_width`` members of the shape's shortlist
    (:mod:`tilecost.predict.shortlist`) are masked to the feasible candidates
-   (:mod:`tilecost.predict.feasibility`), scored with the full model (:mod:`tilecost.predict.scoring`)
-   and the fastest is returned with its out-of-distribution verdict (:mod:`tilecost.predict.ood`:
+   (:mod:`tilecost.predict.feasibility`) and scored with the full model (:mod:`tilecost.predict.scoring`);
+   when their fastest sits at position ``extend_from`` of the list or later, the rest of the list is
+   scored too; the fastest is returned with its out-of-distribution verdict (:mod:`tilecost.predict.ood`:
    the shape's distance and range, then the model-side rules on the scores just made). Without
    shortlists in the artifact, every candidate is scored. A booster fitted with per-problem centring
    (``ArtifactMetadata.level_trees``) ranks with its main trees; its level trees, which read only the
@@ -62,8 +63,8 @@ from .dispatch import DispatchRule
 from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
 from .ood import FlagRule, OODChecker, OODReason, OODVerdict
 from .querylog import QUERY_LOG_ENV, QueryLog
-from .scoring import CandidateSet, GroupScorer
-from .shortlist import GridSpec, ShortlistTable, space_digest
+from .scoring import CandidateSet, GroupScorer, merge_best_two
+from .shortlist import EXTEND_FROM, GridSpec, ShortlistTable, space_digest
 from .trees import TreeEnsemble
 
 __all__ = [
@@ -140,29 +141,62 @@ def parse_problem(shape: object, dtype: object = None, layout: object = None) ->
 _SUBSETS_KEPT = 1024
 
 
+class _Cut:
+    """One list's candidate sets: the head scored first, its late members (list order), and the tail,
+    whose candidate set is built the first time a query needs it."""
+
+    __slots__ = ("head", "late", "tail_indices", "_tail")
+
+    def __init__(self, head: CandidateSet, late: np.ndarray, tail_indices: np.ndarray) -> None:
+        self.head, self.late, self.tail_indices = head, late, tail_indices
+        self._tail: CandidateSet | None = None
+
+    def tail(self, scorer: GroupScorer) -> CandidateSet:
+        if self._tail is None:
+            self._tail = scorer.subset(np.sort(self.tail_indices))
+        return self._tail
+
+
 @dataclass(eq=False)
 class _Group:
     """A (dtype, layout) group's scorer and shortlists, with the candidate sets built so far."""
 
     scorer: GroupScorer
     shortlist: ShortlistTable | None
-    width: int | None  # members of a list scored (None: all)
-    subsets: OrderedDict[int, CandidateSet]
+    width: int | None  # members of a list scored first (None: all)
+    extend_from: int | None  # a head best at this list position or later has the rest of the list scored
+    subsets: OrderedDict[int, _Cut]
     lock: threading.Lock
 
-    def candidates(self, problem: Problem) -> CandidateSet:
-        """The shortlist of the problem's cell as a candidate set (every candidate without shortlists)."""
+    def cut(self, problem: Problem) -> _Cut | None:
+        """The problem's list as candidate sets (None without shortlists: every candidate is scored)."""
         if self.shortlist is None:
-            return self.scorer.everything
+            return None
         list_id = self.shortlist.list_id(problem)
-        subset = self.subsets.get(list_id)
-        if subset is None:
-            subset = self.scorer.subset(self.shortlist.members(list_id, self.width))
+        cut = self.subsets.get(list_id)
+        if cut is None:
+            parts = self.shortlist.cut(list_id, self.width, self.extend_from)
+            cut = _Cut(self.scorer.subset(parts.head), parts.late, parts.tail)
             with self.lock:
-                self.subsets[list_id] = subset
+                self.subsets[list_id] = cut
                 if len(self.subsets) > _SUBSETS_KEPT:
                     self.subsets.popitem(last=False)
-        return subset
+        return cut
+
+    def best_two(self, problem: Problem) -> tuple[tuple[int, float, float | None] | None, CandidateSet]:
+        """The answer from the problem's list (extended past the head when its best sits late), and the
+        candidates it came from; every candidate when the list has no feasible member."""
+        cut = self.cut(problem)
+        if cut is None:
+            return self.scorer.best_two(problem, self.scorer.everything), self.scorer.everything
+        found = self.scorer.best_two(problem, cut.head)
+        if found is None:  # a shape clipped into an edge cell may find no feasible member there
+            return self.scorer.best_two(problem, self.scorer.everything), self.scorer.everything
+        if not len(cut.late) or found[0] not in cut.late.tolist():
+            return found, cut.head
+        tail = cut.tail(self.scorer)  # a late best: the rest of the list is scored too
+        found = merge_best_two(found, self.scorer.best_two(problem, tail))
+        return found, self.scorer.subset(np.sort(np.concatenate([cut.head.indices, tail.indices])))
 
 
 class Predictor:
@@ -180,6 +214,7 @@ class Predictor:
         cache_size: int = 4096,
         *,
         shortlist_width: int | None = None,
+        extend_from: int | None = EXTEND_FROM,
         query_log: str | Path | QueryLog | None = None,
         level: TreeEnsemble | None = None,
     ) -> None:
@@ -193,6 +228,7 @@ class Predictor:
         self._shortlists = shortlists
         self._cache_size = cache_size
         self.shortlist_width = shortlist_width
+        self.extend_from = extend_from
         if query_log is None:
             query_log = os.environ.get(QUERY_LOG_ENV) or None
         self.query_log = query_log if query_log is None or isinstance(query_log, QueryLog) else QueryLog(query_log)
@@ -211,6 +247,7 @@ class Predictor:
         triton_version: str | None = _DETECT,
         cache_size: int = 4096,
         shortlist_width: int | None = None,
+        extend_from: int | None = EXTEND_FROM,
         query_log: str | Path | QueryLog | None = None,
     ) -> Predictor:
         """Load an artifact: a device class with a shipped model (``"h200"``) or an artifact directory.
@@ -219,6 +256,9 @@ class Predictor:
         ``shortlist_width``: how many members of a shape's shortlist to score (default: the width the
         artifact recommends, ``validation.default_width`` in ``predictor.json``); more is slower and
         agrees more often with scoring every candidate (the export's ``validation.containment``).
+        ``extend_from``: when the best of those members sits at this position of the list or later
+        (0 is the list's first), the rest of the list is scored too (default
+        :data:`~tilecost.predict.shortlist.EXTEND_FROM`; None: never).
         ``query_log``: a path (or :class:`QueryLog`) to append flagged model answers to (default: the
         ``TILECOST_QUERY_LOG`` environment variable; unset: no log).
         ``triton_version``: the Triton release kernels will run with (default: the installed one,
@@ -253,8 +293,12 @@ class Predictor:
         ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules).with_compiled_distance()
         if shortlist_width is not None and (isinstance(shortlist_width, bool) or shortlist_width < 1):
             raise ValueError(f"shortlist_width={shortlist_width!r} is not allowed; use an int >= 1 or None")
+        if extend_from is not None and (not isinstance(extend_from, int) or isinstance(extend_from, bool)
+                                        or extend_from < 0):  # fmt: skip
+            raise ValueError(f"extend_from={extend_from!r} is not allowed; use an int >= 0 or None")
         return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,
-                   shortlist_width=shortlist_width, query_log=query_log, level=level)  # fmt: skip
+                   shortlist_width=shortlist_width, extend_from=extend_from, query_log=query_log,
+                   level=level)  # fmt: skip
 
     def _group(self, dtype: DType, layout: Layout) -> _Group:
         group = self._groups.get((dtype, layout))
@@ -283,7 +327,7 @@ class Predictor:
         width = self.shortlist_width
         if width is None and shortlist is not None:
             width = self._group_specs[name].get("validation", {}).get("default_width")
-        return _Group(scorer, shortlist, width, OrderedDict(), threading.Lock())
+        return _Group(scorer, shortlist, width, self.extend_from, OrderedDict(), threading.Lock())
 
     # ----------------------------------------------------------------------------------- queries
     def predict_best(
@@ -331,7 +375,7 @@ class Predictor:
             raise ValueError(f"k={k!r} is not allowed; use an int >= 1")
         problem = parse_problem(shape, dtype, layout)
         group = self._group(problem.dtype, problem.layout)
-        candidates = group.scorer.everything if exhaustive else group.candidates(problem)
+        candidates = group.scorer.everything if exhaustive else group.best_two(problem)[1]
         indices, times = group.scorer.ranked(problem, candidates)
         if len(indices) < k and candidates is not group.scorer.everything:
             indices, times = group.scorer.ranked(problem)
@@ -366,9 +410,7 @@ class Predictor:
         if measured is not None:
             return measured
         group = self._group(problem.dtype, problem.layout)
-        found = group.scorer.best_two(problem, group.candidates(problem))  # ties: the first in space order
-        if found is None:  # a shape clipped into an edge cell may find no feasible member there
-            found = group.scorer.best_two(problem, group.scorer.everything)
+        found, _ = group.best_two(problem)  # ties: the first in space order
         if found is None:
             raise ValueError(f"{problem.key}: no configuration of the candidate space is feasible")
         best, best_us, second_us = found

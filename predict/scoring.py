@@ -33,7 +33,7 @@ from tilecost.space import config_space
 from .feasibility import SpaceColumns, feasible_mask
 from .jit import CompiledShortlist, CompiledTrees
 
-__all__ = ["CandidateSet", "GroupScorer", "Scorer", "times_from_target"]
+__all__ = ["CandidateSet", "GroupScorer", "Scorer", "merge_best_two", "times_from_target"]
 
 # Problems featurised and scored together by top_configs: ~55,000 rows (~860 candidates each on the
 # H200 bf16 space; at most ~2,600), 20-60 MB of float64, large enough for xgboost's batch speed.
@@ -55,6 +55,18 @@ def times_from_target(target: str, predictions: ArrayLike, features: NDArray[np.
     if target == "log_time_over_roofline":
         times *= np.exp2(features[:, _LOG2_ROOFLINE])
     return times
+
+
+def merge_best_two(
+    a: tuple[int, float, float | None], b: tuple[int, float, float | None] | None
+) -> tuple[int, float, float | None]:
+    """The :meth:`GroupScorer.best_two` of two disjoint candidate sets together, from each one's: the
+    same as scoring them as one set (ties: the first in space order)."""
+    if b is None:
+        return a
+    if (b[1], b[0]) < (a[1], a[0]):
+        a, b = b, a
+    return a[0], a[1], min(x for x in (a[2], b[1]) if x is not None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,6 +189,16 @@ class GroupScorer:
         best = int(np.argmin(times))
         second = float(np.partition(times, 1)[1]) if len(times) > 1 else None
         return int(indices[best]), float(times[best]), second
+
+    def best_two_extending(
+        self, problem: Problem, head: CandidateSet, late: NDArray[np.intp], tail: CandidateSet | None
+    ) -> tuple[tuple[int, float, float | None] | None, bool]:
+        """:meth:`best_two` of ``head``; when its best is one of ``late``, of ``head`` and ``tail``
+        together (:func:`merge_best_two`). Returns the answer and whether ``tail`` was scored."""
+        found = self.best_two(problem, head)
+        if found is None or tail is None or found[0] not in late.tolist():
+            return found, False
+        return merge_best_two(found, self.best_two(problem, tail)), True
 
     def ranked(
         self, problem: Problem, candidates: CandidateSet | None = None

@@ -52,8 +52,8 @@ def test_the_answer_is_a_candidate_and_the_best_of_its_ranking(predictor: Predic
 
 
 def test_the_answer_is_the_best_of_the_first_members_of_the_shape_list(artifact: Path) -> None:
-    narrow = Predictor.load(artifact, triton_version=None, shortlist_width=3)
-    wide = Predictor.load(artifact, triton_version=None)
+    narrow = Predictor.load(artifact, triton_version=None, shortlist_width=3, extend_from=None)
+    wide = Predictor.load(artifact, triton_version=None, extend_from=None)
     problem = Problem(300, 5000, 4096)
     group = narrow._group(problem.dtype, problem.layout)
     assert group.shortlist is not None and group.width == 3
@@ -68,6 +68,38 @@ def test_the_answer_is_the_best_of_the_first_members_of_the_shape_list(artifact:
         best = next(p for p in exhaustive if position[p.config] in members)
 
         assert predictor.predict_best(problem, measured=False).config == best.config
+
+
+def test_a_late_best_has_the_rest_of_the_list_scored(artifact: Path) -> None:
+    """Width 4, extending from position 1: a shape whose best among the first four members is not the
+    list's first is answered with the best of the whole list (and ``rank`` ranks what the answer came
+    from); one whose best is the first keeps it. Without extending, the first four alone decide."""
+    extending = Predictor.load(artifact, triton_version=None, shortlist_width=4, extend_from=1)
+    plain = Predictor.load(artifact, triton_version=None, shortlist_width=4, extend_from=None)
+    group = extending._group(tilecost.DType.BF16, tilecost.Layout.NT)
+    assert group.shortlist is not None
+    position = {config: index for index, config in enumerate(group.scorer.space)}
+    seen = {"extended": 0, "kept": 0}
+    for m, n, k in [(300, 5000, 4096), (64, 4096, 4096), (1000, 1000, 1000), (8, 2048, 8192), (2048, 512, 300),
+                    (128, 128, 128), (4096, 4096, 512), (17, 3000, 700)]:  # fmt: skip
+        problem = Problem(m, n, k)
+        row = [int(x) for x in group.shortlist.lists[group.shortlist.list_id(problem)] if x >= 0]
+        exhaustive = [
+            p for p in plain.rank(problem, 10_000, exhaustive=True, measured=False) if position[p.config] in row
+        ]
+        head_best = next(p for p in exhaustive if position[p.config] in row[:4])
+        late = row.index(position[head_best.config]) >= 1 and len(row) > 4
+
+        answer = extending.predict_best(problem, measured=False)
+
+        assert plain.predict_best(problem, measured=False).config == head_best.config
+        expected = exhaustive[0] if late else head_best
+        assert answer.config == expected.config and answer.time_us == pytest.approx(expected.time_us)
+        assert extending.rank(problem, 2, measured=False)[0] == answer
+        seen["extended" if late else "kept"] += 1
+    assert seen["extended"] and seen["kept"], seen
+    with pytest.raises(ValueError, match="extend_from=-1 is not allowed"):
+        Predictor.load(artifact, triton_version=None, extend_from=-1)
 
 
 def test_repeated_queries_are_served_from_the_cache(predictor: Predictor) -> None:

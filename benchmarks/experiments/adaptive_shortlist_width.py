@@ -20,7 +20,7 @@ import numpy as np
 from tilecost.predict import Predictor
 from tilecost.problem import Problem
 
-RESULTS = "benchmarks/results/2026-11-29-s6/predict-latency.json"
+RESULTS = "benchmarks/results/2026-11-30-s8/predict-latency.json"
 
 
 def answers(predictor: Predictor, problem: Problem) -> tuple[dict[int, tuple[int, float, float | None, int]], int]:
@@ -49,7 +49,7 @@ def main() -> None:
         n = len(rows)
         fixed = {w: sum(o[w][0] == e for o, e in rows) for w in (22, 32, 64)}
         print(name, "fixed widths:", ", ".join(f"{w}: {a}/{n}" for w, a in fixed.items()))
-        for position in (8, 14, 22):
+        for position in (4, 6, 8, 12, 22):
             for gap in (0.0, 0.005, 0.01):
                 agree = extended = 0
                 for out, exhaustive in rows:
