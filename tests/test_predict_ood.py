@@ -29,7 +29,9 @@ def test_far_away_shapes_are_always_flagged(predictor: Predictor, shape: tuple[i
     verdict = predictor.predict_best(shape).ood
 
     assert verdict and OODReason.DIM_OUTSIDE_TRAINING_RANGE in verdict.reasons
-    assert OODReason.SPARSE_NEIGHBOURHOOD in verdict.reasons
+    # and by the sparse neighbourhood exactly when farther than the calibrated threshold
+    far = verdict.neighbour_distance_log2 > predictor.ood.sparse_distance_log2
+    assert (OODReason.SPARSE_NEIGHBOURHOOD in verdict.reasons) == far
 
 
 def test_a_training_problem_is_in_distribution(predictor: Predictor, dataset: Dataset) -> None:
@@ -173,12 +175,19 @@ def test_rules_catch_the_most_bad_problems_within_the_good_budget() -> None:
     # Round 1: predicted < 3.5 (halfway between 2 and 5) catches 2; round 2: flop/byte > 6.5 the third.
     assert rules == (FlagRule("log2_predicted_us", False, 3.5), FlagRule("log2_flop_per_byte", True, 6.5))
     assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == 0.0 and stats["catch_rate"] == 1.0
-    # Problems the distance rules flag already are not counted again, and their good ones take no share
-    # of the budget: with rows 0, 1 and 3 flagged, only flop/byte > 6.5 adds a catch without flagging 4 or 5.
-    rules, stats = fit_flag_rules(rows, bad, [True, True, False, True, False, False], max_good_flagged=0.0)
-    assert rules == (FlagRule("log2_flop_per_byte", True, 6.5),)
+    # Problems the distance rules flag already are not counted again, and their good ones count against
+    # the budget: with rows 0, 1 and 4 flagged and room for one good problem of three, only flop/byte > 6.5
+    # adds a catch without flagging row 3 or 5 too.
+    rules, stats = fit_flag_rules(rows, bad, [True, True, False, False, True, False], max_good_flagged=0.34)
+    assert len(rules) == 1 and rules[0].fires(rows[2]) and not any(rules[0].fires(rows[i]) for i in (3, 5))
     assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == pytest.approx(1 / 3)
     assert stats["good_flagged_by_rules_rate"] == 0
+    # The shape-side flags use the budget up (row 3): rules may still catch, flagging no other good problem.
+    rules, stats = fit_flag_rules(rows, bad, [False, False, False, True, False, False], max_good_flagged=0.34)
+    assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == pytest.approx(1 / 3)
+    # They overrun it (rows 3 and 5): no rule is added, however many it would catch.
+    rules, stats = fit_flag_rules(rows, bad, [False, False, False, True, False, True], max_good_flagged=0.34)
+    assert rules == () and stats["bad_caught"] == 0 and stats["good_flagged_rate"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="signal="):
         FlagRule("made_up", True, 1.0)
 

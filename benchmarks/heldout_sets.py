@@ -1,0 +1,76 @@
+"""The shipped model's held-out figures on each held-out set apart: the first 78 problems and the ninth
+session's second set (the problems of ``datasets/plans/2026-11-30-heldout-b-*.json`` that the dataset holds).
+
+    .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements]      (~40 s, 2 cores)
+
+The model is fitted exactly as ``tilecost train`` fits it (the shipped settings, every training problem);
+held-out problems are never trained on, so adding a held-out set changes the figures' basis, not the model.
+Prints, per set, the summary line of the evaluation table (top-1 geometric mean and worst problem, top-5,
+Kendall tau, the baselines) with its bootstrap interval, then the second set's table per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def second_set_keys() -> set[str]:
+    from tilecost.problem import Problem
+
+    keys = set()
+    for path in sorted(glob.glob(str(REPO / "datasets/plans/2026-11-30-heldout-b-*.json"))):
+        for e in json.loads(Path(path).read_text()):
+            keys.add(Problem(e["m"], e["n"], e["k"], e["dtype"], e["layout"]).key)
+    return keys
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
+    parser.add_argument("--device-class", default="h200")
+    args = parser.parse_args()
+
+    from tilecost.device import load_device
+    from tilecost.train.dataset import load_measurements
+    from tilecost.train.model import CostModel
+    from tilecost.train.pipeline import evaluate_model, fit_rows, split_by_role
+
+    device = load_device(args.device_class)
+    train, heldout = split_by_role(load_measurements(args.dataset, args.device_class))
+    model = fit_rows(CostModel(), train, device)
+    second = second_set_keys()
+    sets = {
+        "all held-out": heldout,
+        "first set": heldout[~heldout.problem_key.isin(second)],
+        "second set (s9)": heldout[heldout.problem_key.isin(second)],
+    }
+    results = {}
+    for name, frame in sets.items():
+        if frame.problem_key.nunique() == 0:
+            print(f"{name}: no problems")
+            continue
+        ev = evaluate_model(model, frame, device)
+        s = ev.summary()
+        low, high = ev.top1_interval()
+        results[name] = ev
+        print(
+            f"{name:<16} {int(s['problems']):>4} problems | top-1 {s['top1_geomean']:.3f} (90% {low:.3f}-{high:.3f}),"
+            f" worst {s['top1_worst']:.3f} | top-5 {s['top5_geomean']:.3f}, worst {s['top5_worst']:.3f} |"
+            f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
+            f" roofline {s['roofline_geomean']:.3f}"
+        )
+    if "second set (s9)" in results:
+        print()
+        print(results["second set (s9)"].table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
