@@ -57,7 +57,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     params.setdefault("seed", args.seed)
     if args.n_jobs is not None:
         params["n_jobs"] = args.n_jobs
-    with Heartbeat("training", sys.stderr):  # a line every 15 s while the fit (and export) runs
+    label = "training and export" if export_dir is not None else "training"
+    with Heartbeat(label, sys.stderr):  # a line every 15 s while the fit (and export) runs
         result = train_device_class(
             args.dataset,
             args.device_class,
