@@ -255,9 +255,7 @@ def main() -> int:
     group = next(iter(predictor._groups.values()))
     extended = 0
     for shape in shapes[200:]:
-        cut = group.cut(Problem(*shape))
-        if cut is not None:
-            extended += group.best_two(Problem(*shape))[1] is not cut.head
+        extended += group.choose(Problem(*shape))[2]
     report["latency_us"] = {
         "shortlist_width": group.width,
         "extend_from": group.extend_from,

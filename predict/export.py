@@ -189,7 +189,7 @@ def _calibration_row(
     members scored, the rest when their best sits late: :meth:`ShortlistTable.cut`), and whether the
     distance or range rules flag it already."""
     cut = table.cut(table.list_id(problem), width)
-    tail = group.subset(np.sort(cut.tail)) if len(cut.tail) else None
+    tail = (lambda: group.subset(np.sort(cut.tail))) if len(cut.tail) else None
     found, _ = group.best_two_extending(problem, group.subset(cut.head), cut.late, tail)
     if found is None:
         found = group.best_two(problem, group.everything)

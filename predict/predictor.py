@@ -63,7 +63,7 @@ from .dispatch import DispatchRule
 from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
 from .ood import FlagRule, OODChecker, OODReason, OODVerdict
 from .querylog import QUERY_LOG_ENV, QueryLog
-from .scoring import CandidateSet, GroupScorer, merge_best_two
+from .scoring import CandidateSet, GroupScorer
 from .shortlist import EXTEND_FROM, GridSpec, ShortlistTable, space_digest
 from .trees import TreeEnsemble
 
@@ -142,19 +142,25 @@ _SUBSETS_KEPT = 1024
 
 
 class _Cut:
-    """One list's candidate sets: the head scored first, its late members (list order), and the tail,
-    whose candidate set is built the first time a query needs it."""
+    """One list's candidate sets: the head scored first and its late members (list order); the tail, and
+    the whole list, are built the first time a query needs them."""
 
-    __slots__ = ("head", "late", "tail_indices", "_tail")
+    __slots__ = ("head", "late", "tail_indices", "_scorer", "_tail", "_whole")
 
-    def __init__(self, head: CandidateSet, late: np.ndarray, tail_indices: np.ndarray) -> None:
-        self.head, self.late, self.tail_indices = head, late, tail_indices
+    def __init__(self, scorer: GroupScorer, head: CandidateSet, late: np.ndarray, tail_indices: np.ndarray) -> None:
+        self.head, self.late, self.tail_indices, self._scorer = head, late, tail_indices, scorer
         self._tail: CandidateSet | None = None
+        self._whole: CandidateSet | None = None
 
-    def tail(self, scorer: GroupScorer) -> CandidateSet:
+    def tail(self) -> CandidateSet:
         if self._tail is None:
-            self._tail = scorer.subset(np.sort(self.tail_indices))
+            self._tail = self._scorer.subset(np.sort(self.tail_indices))
         return self._tail
+
+    def whole(self) -> CandidateSet:
+        if self._whole is None:
+            self._whole = self._scorer.subset(np.sort(np.concatenate([self.head.indices, self.tail_indices])))
+        return self._whole
 
 
 @dataclass(eq=False)
@@ -176,27 +182,32 @@ class _Group:
         cut = self.subsets.get(list_id)
         if cut is None:
             parts = self.shortlist.cut(list_id, self.width, self.extend_from)
-            cut = _Cut(self.scorer.subset(parts.head), parts.late, parts.tail)
+            cut = _Cut(self.scorer, self.scorer.subset(parts.head), parts.late, parts.tail)
             with self.lock:
                 self.subsets[list_id] = cut
                 if len(self.subsets) > _SUBSETS_KEPT:
                     self.subsets.popitem(last=False)
         return cut
 
-    def best_two(self, problem: Problem) -> tuple[tuple[int, float, float | None] | None, CandidateSet]:
-        """The answer from the problem's list (extended past the head when its best sits late), and the
-        candidates it came from; every candidate when the list has no feasible member."""
+    def choose(self, problem: Problem) -> tuple[tuple[int, float, float | None] | None, _Cut | None, bool]:
+        """The answer from the problem's list (extended past the head when its best sits late), the list's
+        cut and whether it was extended; from every candidate (cut None) without shortlists or when the
+        list has no feasible member."""
         cut = self.cut(problem)
+        if cut is not None:
+            tail = cut.tail if len(cut.tail_indices) else None
+            found, extended = self.scorer.best_two_extending(problem, cut.head, cut.late, tail)
+            if found is not None:
+                return found, cut, extended
+            # a shape clipped into an edge cell may find no feasible member there
+        return self.scorer.best_two(problem, self.scorer.everything), None, False
+
+    def answered_from(self, problem: Problem) -> CandidateSet:
+        """The candidates :meth:`choose` took its answer from."""
+        _, cut, extended = self.choose(problem)
         if cut is None:
-            return self.scorer.best_two(problem, self.scorer.everything), self.scorer.everything
-        found = self.scorer.best_two(problem, cut.head)
-        if found is None:  # a shape clipped into an edge cell may find no feasible member there
-            return self.scorer.best_two(problem, self.scorer.everything), self.scorer.everything
-        if not len(cut.late) or found[0] not in cut.late.tolist():
-            return found, cut.head
-        tail = cut.tail(self.scorer)  # a late best: the rest of the list is scored too
-        found = merge_best_two(found, self.scorer.best_two(problem, tail))
-        return found, self.scorer.subset(np.sort(np.concatenate([cut.head.indices, tail.indices])))
+            return self.scorer.everything
+        return cut.whole() if extended else cut.head
 
 
 class Predictor:
@@ -375,7 +386,7 @@ class Predictor:
             raise ValueError(f"k={k!r} is not allowed; use an int >= 1")
         problem = parse_problem(shape, dtype, layout)
         group = self._group(problem.dtype, problem.layout)
-        candidates = group.scorer.everything if exhaustive else group.best_two(problem)[1]
+        candidates = group.scorer.everything if exhaustive else group.answered_from(problem)
         indices, times = group.scorer.ranked(problem, candidates)
         if len(indices) < k and candidates is not group.scorer.everything:
             indices, times = group.scorer.ranked(problem)
@@ -410,7 +421,7 @@ class Predictor:
         if measured is not None:
             return measured
         group = self._group(problem.dtype, problem.layout)
-        found, _ = group.best_two(problem)  # ties: the first in space order
+        found, _, _ = group.choose(problem)  # ties: the first in space order
         if found is None:
             raise ValueError(f"{problem.key}: no configuration of the candidate space is feasible")
         best, best_us, second_us = found

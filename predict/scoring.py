@@ -191,14 +191,19 @@ class GroupScorer:
         return int(indices[best]), float(times[best]), second
 
     def best_two_extending(
-        self, problem: Problem, head: CandidateSet, late: NDArray[np.intp], tail: CandidateSet | None
+        self,
+        problem: Problem,
+        head: CandidateSet,
+        late: NDArray[np.intp],
+        tail: Callable[[], CandidateSet] | None,
     ) -> tuple[tuple[int, float, float | None] | None, bool]:
-        """:meth:`best_two` of ``head``; when its best is one of ``late``, of ``head`` and ``tail``
-        together (:func:`merge_best_two`). Returns the answer and whether ``tail`` was scored."""
+        """:meth:`best_two` of ``head``; when its best is one of ``late``, of ``head`` and ``tail()``
+        together (:func:`merge_best_two`; ``tail`` is called only then, so a caller may build it lazily).
+        Returns the answer and whether ``tail`` was scored."""
         found = self.best_two(problem, head)
-        if found is None or tail is None or found[0] not in late.tolist():
+        if found is None or tail is None or not len(late) or found[0] not in late.tolist():
             return found, False
-        return merge_best_two(found, self.best_two(problem, tail)), True
+        return merge_best_two(found, self.best_two(problem, tail())), True
 
     def ranked(
         self, problem: Problem, candidates: CandidateSet | None = None
