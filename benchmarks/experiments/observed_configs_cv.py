@@ -16,21 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.model_selection import GroupKFold
+from training_rows import TrainingRows
 
-from tilecost.device import load_device
 from tilecost.problem import Problem
 from tilecost.space import problem_candidates
-from tilecost.train.dataset import load_measurements
-from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
 
-device = load_device("h200")
-train, _ = split_by_role(load_measurements("datasets/measurements", "h200"))
-rows = candidate_rows(train)
-X = build_features(rows, device)
-t = rows["time_us"].to_numpy()
-hopeless = (rows["status"] == "hopeless").to_numpy()
-groups = rows["problem_key"].to_numpy()
+data = TrainingRows.load()
+rows, X, t, groups = data.rows, data.X, data.time_us, data.groups
 kind = (rows["dtype"] + "-" + rows["layout"]).to_numpy()
 configs = rows["config_id"].to_numpy()
 counts = rows.groupby("problem_key").size()
@@ -41,7 +33,7 @@ print(f"{len(full)} of {len(counts)} training problems measured over >= 90% of t
 results: dict[int, list[float]] = {}
 for seed in range(4):
     for fit_i, test_i in GroupKFold(5, shuffle=True, random_state=seed).split(X, groups=groups):
-        model = CostModel().fit(X[fit_i], t[fit_i], groups=groups[fit_i], hopeless=hopeless[fit_i])
+        model = data.fit(fit_i)
         pred = model.predict(X[test_i])
         seen: dict[tuple[str, str], int] = {}
         for kd, c in zip(kind[fit_i], configs[fit_i], strict=True):

@@ -19,26 +19,14 @@ import sys
 import numpy as np
 import xgboost as xgb
 from sklearn.model_selection import GroupKFold
+from training_rows import TrainingRows
 
-from tilecost.device import load_device
-from tilecost.train.dataset import load_measurements
 from tilecost.train.evaluate import evaluate_predictions
-from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
 
 SEED = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 TOP = 16
-device = load_device("h200")
-train, _ = split_by_role(load_measurements("datasets/measurements", "h200"))
-rows = candidate_rows(train)
-X = build_features(rows, device)
-t = rows["time_us"].to_numpy()
-hopeless = (rows["status"] == "hopeless").to_numpy()
-groups = rows["problem_key"].to_numpy()
-
-
-def fit(index):
-    return CostModel().fit(X[index], t[index], groups=groups[index], hopeless=hopeless[index])
+data = TrainingRows.load()
+device, rows, X, t, groups, fit = data.device, data.rows, data.X, data.time_us, data.groups, data.fit
 
 
 def oof(index, seed):
