@@ -9,7 +9,8 @@ into the shipped dataset (:data:`tilecost.collect.store.SHIPPED_DATASET`).
 
 For tests of crash handling and resume, two environment variables make it misbehave on purpose:
 ``TILECOST_SIMULATED_CRASH=<config key>`` ends the process when that config is announced (as a CUDA
-illegal address would), and ``TILECOST_SIMULATED_DELAY_S=<seconds>`` sleeps per problem.
+illegal address would), and ``TILECOST_SIMULATED_DELAY_S=<seconds>`` sleeps per problem
+(``<problem key>=<seconds>``: that problem only).
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ class SimulatedBackend:
             on_config(c.key)
             if c.key == crash:
                 os._exit(13)
-        delay = float(os.environ.get("TILECOST_SIMULATED_DELAY_S", "0"))
+        delay_spec = os.environ.get("TILECOST_SIMULATED_DELAY_S", "0")
+        key, _, seconds = delay_spec.rpartition("=")
+        delay = float(seconds) if not key or key == problem.key else 0.0
         if delay:
             time.sleep(delay)
         times = self.times_us(problem, configs)

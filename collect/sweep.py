@@ -62,6 +62,10 @@ from tilecost.space import problem_candidates
 __all__ = ["SweepSettings", "SweepSummary", "choose_candidates", "run_sweep", "sample_rank", "shard"]
 
 MAX_CRASHES_PER_PROBLEM = 5
+# How long past its time budget a sweep lets the problem it is measuring run on before giving it up: a held-out
+# problem over every candidate can take minutes (the ninth session's H200 call 3 ran 75 s past its budget into
+# the device call's hard timeout). benchmarks/h200_round.sh allows the sweep 75 s past its budget.
+MEASURE_GRACE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,7 @@ class SweepSummary:
     measure_seconds: float = 0.0
     files: list[str] = field(default_factory=list)
     stopped_early: bool = False
+    abandoned: str | None = None  # the problem given up at the budget's grace (measured again next run)
 
     def line(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.status_counts.items()))
@@ -111,6 +116,7 @@ class SweepSummary:
             f"dataset, {self.rows} rows ({counts}); compile {self.compile_seconds:.0f} s, "
             f"measure {self.measure_seconds:.0f} s"
             + ("; stopped at the time budget, run again to resume" if self.stopped_early else "")
+            + (f" ({self.abandoned} was still measuring and is left for it)" if self.abandoned else "")
         )
 
 
@@ -189,10 +195,20 @@ class _Child:
             self.proc.join(5)
             return ("died", self.proc.exitcode)
 
-    def measure(self, problem: Problem, configs: Sequence[TileConfig], seed: int) -> tuple[str, Any]:
+    def measure(
+        self, problem: Problem, configs: Sequence[TileConfig], seed: int, deadline: float | None = None
+    ) -> tuple[str, Any]:
+        """Measure ``configs`` of ``problem``; ``("late", None)`` (the process ended, nothing kept) once
+        ``time.monotonic()`` passes ``deadline``."""
         self.conn.send((problem.key, [c.key for c in configs], seed))
         current = None
         while True:
+            if deadline is not None:
+                while not self.conn.poll(max(0.0, min(0.5, deadline - time.monotonic()))):
+                    if time.monotonic() >= deadline:
+                        self.proc.kill()
+                        self.proc.join(5)
+                        return "late", None
             msg = self._recv()
             if msg[0] == "config":
                 current = msg[1]
@@ -282,7 +298,9 @@ def run_sweep(
     none otherwise) compiles a group's kernels ahead of measuring, the next group's while this one is
     measured; it is called as ``precompile_fn(pairs, workers=..., stop=event)`` and should return
     early once ``event`` is set. With ``time_budget_s`` no new problem is started once that many
-    seconds have passed (the rest is left for the next run, which resumes); groups with the most
+    seconds have passed (the rest is left for the next run, which resumes), and a problem still being
+    measured :data:`MEASURE_GRACE_S` later is given up, its measuring process ended and nothing of it
+    written (except the run's first problem, so that every run progresses); groups with the most
     problems go first, so a budget buys the most problems per compile. ``first_group`` rotates that
     order (a shard's index: see the module docstring).
     """
@@ -393,7 +411,17 @@ def run_sweep(
                     child = _start_child(settings)
                 with lock:
                     done = {(entry.problem.key, c.key): compiled.get((entry.problem.key, c.key)) for c in configs}
-                outcomes, child = _measure_entry(entry, configs, done, child, settings)
+                # A problem still measuring MEASURE_GRACE_S past the budget is given up (the next run measures
+                # it again); the run's first problem never is, so every run progresses.
+                deadline = None
+                if time_budget_s is not None and summary.problems_done > 0:
+                    deadline = started + time_budget_s + MEASURE_GRACE_S
+                outcomes, child = _measure_entry(entry, configs, done, child, settings, deadline)
+                if outcomes is None:
+                    summary.stopped_early = True
+                    summary.abandoned = entry.problem.key
+                    summary.measure_seconds += time.monotonic() - t0
+                    break
                 rows = _rows(entry, outcomes, child.fingerprint if child else {}, run_id, fraction)
                 path = store.write_problem(settings.device_class, entry.problem, run_id, rows)
                 summary.files.append(path)
@@ -440,8 +468,10 @@ def _measure_entry(
     compiled: Mapping[tuple[str, str], Any],
     child: _Child,
     settings: SweepSettings,
-) -> tuple[list[dict[str, Any]], _Child]:
-    """Outcomes for every config of one problem, restarting the child around crashing configs."""
+    deadline: float | None = None,
+) -> tuple[list[dict[str, Any]] | None, _Child | None]:
+    """Outcomes for every config of one problem, restarting the child around crashing configs; ``(None,
+    None)`` when ``deadline`` (``time.monotonic()``) passed first: the child was ended, nothing is kept."""
     fixed: dict[str, dict[str, Any]] = {}
     runnable = []
     for c in configs:
@@ -452,7 +482,9 @@ def _measure_entry(
             runnable.append(c)
     crashes = 0
     while runnable:
-        tag, payload = child.measure(entry.problem, runnable, settings.seed)
+        tag, payload = child.measure(entry.problem, runnable, settings.seed, deadline)
+        if tag == "late":
+            return None, None
         if tag == "done":
             for o in payload:
                 fixed[o["config_id"]] = o

@@ -156,6 +156,28 @@ def test_stale_tmp_files_are_cleaned(tmp_path):
     assert DatasetStore(tmp_path).clean_partial() == 1
 
 
+def test_a_problem_still_measuring_past_the_budget_is_given_up_and_measured_by_the_next_run(tmp_path, monkeypatch):
+    """The second problem takes 60 s to measure; with an 8 s budget and 0.5 s of grace it is given up at
+    ~8.5 s: its measuring process ended, nothing of it written, the third problem not started. The first
+    problem of a run is never given up, so a rerun (without the delay) measures the rest."""
+    import tilecost.collect.sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "MEASURE_GRACE_S", 0.5)
+    slow = _entries()[1].problem.key  # measured second: the bf16-nt-16-16 group (two problems) goes first
+    monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", f"{slow}=60")
+    store = DatasetStore(tmp_path)
+    t0 = time.monotonic()
+    summary = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=8.0)
+    took = time.monotonic() - t0
+    assert summary.stopped_early and summary.problems_done == 1 and summary.abandoned == slow
+    assert len(store.files("h200")) == 1 and not list(Path(tmp_path).rglob("*.tmp"))
+    assert slow in summary.line()
+    assert took < 8.0 + 0.5 + 10, f"the sweep ran {took:.1f} s, past its budget and grace"
+    monkeypatch.delenv("TILECOST_SIMULATED_DELAY_S")
+    again = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=8.0)
+    assert again.problems_done == 2 and again.problems_skipped == 1 and len(store.files("h200")) == 3
+
+
 def test_time_budget_stops_between_problems_and_a_rerun_resumes(tmp_path, monkeypatch):
     monkeypatch.setenv("TILECOST_SIMULATED_DELAY_S", "0.3")
     store = DatasetStore(tmp_path)

@@ -198,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", default=None, help="i/N share of the plan (also from SLURM_ARRAY_TASK_ID)")
     p.add_argument("--gpus", type=_gpus, default=None, help="N or all: one sweep process per GPU")
     p.add_argument("--max-problems", type=int, default=None)
-    p.add_argument("--time-budget-s", type=float, default=None, help="start no new problem after this long")
+    p.add_argument("--time-budget-s", type=float, default=None,
+                   help="start no new problem after this long; give up one still measuring 30 s later")  # fmt: skip
     p.set_defaults(func=_cmd_collect)
 
     # Stage packages add their own commands; each register() imports nothing heavy.
