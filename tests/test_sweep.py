@@ -16,7 +16,7 @@ from tilecost import DType, Layout, Problem
 from tilecost.collect.plans import PlanEntry, Role, build_plan
 from tilecost.collect.protocol import MeasureProtocol
 from tilecost.collect.store import SCHEMA_VERSION, DatasetStore
-from tilecost.collect.sweep import SweepSettings, choose_candidates, run_sweep, shard
+from tilecost.collect.sweep import SweepSettings, choose_candidates, measure_cost, run_sweep, shard
 from tilecost.errors import DatasetError
 
 SIM = "tilecost.collect.simulated:simulated_backend"
@@ -359,3 +359,19 @@ def test_a_shard_index_rotates_the_group_order(tmp_path):
                   precompile_fn=_recording_precompile(store, calls))  # fmt: skip
         assert calls[0]["patterns"] == [expected]
         assert sorted(c["patterns"][0] for c in calls) == ["bf16-nt-16-16", "fp16-nn-x-x"]
+
+
+def test_within_a_group_the_cheapest_problems_are_measured_first(tmp_path):
+    """A large problem listed first in its group is measured after the small one: a run's first problem,
+    never given up, must not be one that outlasts a device call (the tenth session's 1.4e12-flop held-out
+    problem was first and never finished)."""
+    import io
+
+    big = PlanEntry(Problem(4096, 4096, 4096, DType.BF16, Layout.NT), "layers", Role.TRAIN)
+    small = PlanEntry(Problem(64, 256, 512, DType.BF16, Layout.NT), "random", Role.TRAIN)
+    stream = io.StringIO()
+    run_sweep([big, small], DatasetStore(tmp_path), _settings(), progress_stream=stream)
+    text = stream.getvalue()
+    assert text.index(small.problem.key) < text.index(big.problem.key)
+    cfgs = choose_candidates(big, _settings())[0]
+    assert measure_cost(big.problem, cfgs) > measure_cost(small.problem, cfgs)
