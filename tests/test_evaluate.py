@@ -175,3 +175,40 @@ def test_roofline_breaks_ties_by_smaller_shared_memory() -> None:
     order = roofline_order(problem, ConfigArrays.from_configs(configs), DEVICE, np.array([0, 1]))
 
     assert order[0] == 1
+
+
+def _with_top1(evaluation, scores):
+    """``evaluation`` with its problems' top-1 replaced (same problems, hence comparable)."""
+    import dataclasses
+
+    problems = tuple(dataclasses.replace(r, top1=s) for r, s in zip(evaluation.problems, scores, strict=True))
+    return dataclasses.replace(evaluation, problems=problems)
+
+
+def test_the_paired_gain_compares_the_same_problems() -> None:
+    base = _evaluate()  # P1 0.25, P2 1.0
+    better = _with_top1(base, [0.5, 1.0])  # twice as good on P1, the same on P2
+
+    gain, low, high = better.paired_top1_gain(base, level=0.98)
+
+    assert gain == pytest.approx(math.sqrt(2.0))  # geometric means 0.5**0.5 / 0.25**0.5
+    assert low == pytest.approx(1.0) and high == pytest.approx(2.0)  # resamples of P2 alone, of P1 alone
+    assert base.paired_top1_gain(base) == (1.0, 1.0, 1.0)
+    other = evaluate_predictions(_rows(P2, P2_TIMES), np.array(list(P2_TIMES.values())), DEVICE)
+    assert other.paired_top1_gain(base)[0] == pytest.approx(1.0)  # only P2 is shared: the same score
+    lone = evaluate_predictions(_rows(P1, P1_TIMES), np.array(P1_PREDICTED), DEVICE)
+    with pytest.raises(ValueError, match="share no problem"):
+        lone.paired_top1_gain(other)
+
+
+def test_a_champion_is_beaten_only_by_a_gain_the_problems_tell_apart() -> None:
+    from tilecost.train.tracking import beats
+
+    base = _evaluate()
+    # Better on P1 only: a better score, but half the resamples hold P2 alone (no gain), so no.
+    assert beats(_with_top1(base, [0.5, 1.0]), base) == (False, "does not beat champion")
+    # Better on both problems: every resample gains.
+    assert beats(_with_top1(base, [0.5, 1.0]), _with_top1(base, [0.25, 0.9])) == (True, "beats champion")
+    # A worse score never wins, whatever the interval.
+    assert beats(base, _with_top1(base, [0.5, 1.0]))[0] is False
+    assert beats(base, base)[0] is False

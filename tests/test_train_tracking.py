@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_train_fixtures import write_dataset
+from tests.test_train_fixtures import HELDOUT_PROBLEMS, write_dataset
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
+from tilecost.problem import Problem
 from tilecost.train.pipeline import train_device_class
 from tilecost.train.tracking import CHAMPION_ALIAS, tracking_uri
 
+EXTRA_HELDOUT = tuple(
+    Problem(m, n, k, "bf16", "nt")
+    for m, n, k in ((96, 3072, 1536), (1536, 512, 3072), (8, 4096, 2048), (640, 640, 2560), (2048, 2048, 128),
+                    (200, 700, 1300), (48, 1536, 6144), (4096, 256, 512))
+)  # fmt: skip
 WEAK = {"n_estimators": 1, "max_depth": 1, "n_jobs": 1}
 STRONG = {"n_estimators": 60, "max_depth": 6, "n_jobs": 1}
 
@@ -21,9 +27,12 @@ pytest.importorskip("mlflow")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory):
-    """Three runs into one store: weak (first champion), strong (beats it), weak again (does not)."""
+    """Three runs into one store: weak (first champion), strong (beats it, by a gain the paired interval
+    tells apart from none), weak again (does not)."""
     base = tmp_path_factory.mktemp("mlflow")
-    root = write_dataset(base / "ds")
+    # 11 held-out problems, so that the strong model's gain is one the paired interval tells apart from none
+    # (with the fixture's 3, a resample of only the problems both models solve is too likely).
+    root = write_dataset(base / "ds", heldout=HELDOUT_PROBLEMS + EXTRA_HELDOUT)
     uri = f"sqlite:///{base / 'mlflow.db'}"
     monkey = pytest.MonkeyPatch()
     monkey.chdir(base)  # MLflow puts a sqlite store's artifacts under ./mlruns

@@ -16,8 +16,10 @@ Each run goes to the experiment ``tilecost-<device class>`` of the tracking stor
 The alias ``champion`` of that registered model moves to the new version only when it beats the
 current champion on the same evaluation: the champion is loaded and evaluated on the very problems
 the new model was, and the new one must win on :meth:`Evaluation.score` (top-1 geometric mean, then
-worst problem, then top-5). A champion trained on another feature schema or list cannot be scored
-by this code at all, so it is replaced, and the run says why.
+worst problem, then top-5) with a top-1 gain that the problems tell apart from no gain (its 90% paired
+bootstrap interval above 1: :func:`beats`; two fits of the same data differ by ±0.01-0.02 of top-1).
+A champion trained on another feature schema or list cannot be scored by this code at all, so it is
+replaced, and the run says why.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .evaluate import Evaluation
 
 __all__ = [
     "CHAMPION_ALIAS",
+    "beats",
     "DEFAULT_TRACKING_URI",
     "RunRecord",
     "describe",
@@ -108,11 +111,27 @@ def _decide(
     ):
         return True, f"champion v{current.version} was trained on another feature schema and cannot be scored", None
     booster = mlflow.xgboost.load_model(f"models:/{name}/{current.version}")
-    theirs = evaluate_champion(booster, tags.get("target", "log_time_over_roofline")).score()
-    ours = evaluation.score()
-    if ours > theirs:
-        return True, f"beats champion v{current.version} ({_fmt(ours)} > {_fmt(theirs)})", theirs
-    return False, f"does not beat champion v{current.version} ({_fmt(ours)} <= {_fmt(theirs)})", theirs
+    champion = evaluate_champion(booster, tags.get("target", "log_time_over_roofline"))
+    promoted, reason = beats(evaluation, champion)
+    return promoted, f"{reason} v{current.version} ({reason_detail(evaluation, champion)})", champion.score()
+
+
+def beats(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str]:
+    """Whether ``ours`` beats ``theirs`` on the same problems: a better :meth:`Evaluation.score` (top-1, then
+    worst, then top-5) *and* a top-1 gain whose 90% paired bootstrap interval lies above 1
+    (:meth:`Evaluation.paired_top1_gain`), so that a refit that moved by the fit's own spread does not
+    replace the champion. Returns the verdict and its words ("beats champion" or "does not beat champion")."""
+    _, low, _ = ours.paired_top1_gain(theirs)
+    if ours.score() > theirs.score() and low > 1.0:
+        return True, "beats champion"
+    return False, "does not beat champion"
+
+
+def reason_detail(ours: Evaluation, theirs: Evaluation) -> str:
+    """Both scores and the paired top-1 gain, for the run's ``champion_decision`` tag."""
+    gain, low, high = ours.paired_top1_gain(theirs)
+    sign = ">" if ours.score() > theirs.score() else "<="
+    return f"{_fmt(ours.score())} {sign} {_fmt(theirs.score())}; top-1 x{gain:.4f}, 90% paired x{low:.4f}-x{high:.4f}"
 
 
 def _fmt(score: tuple[float, ...]) -> str:

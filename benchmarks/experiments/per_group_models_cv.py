@@ -22,7 +22,7 @@ from tilecost.problem import Problem
 from tilecost.space import problem_candidates
 
 data = TrainingRows.load()
-rows, t, groups = data.rows, data.time_us, data.groups
+rows, groups = data.rows, data.groups
 dtype = rows["dtype"].to_numpy()
 kind = (rows["dtype"] + "-" + rows["layout"]).to_numpy()
 counts = rows.groupby("problem_key").size()
@@ -43,10 +43,7 @@ for seed in range(4):
                 fit_i = np.flatnonzero(in_fit & (label == value))
                 where = label[test_i] == value
                 pred[where] = data.fit(fit_i).predict(data.X[test_i[where]])
-            tg, tt = groups[test_i], t[test_i]
-            for g in np.unique(tg):
-                pos = np.flatnonzero(tg == g)
-                fr = tt[pos].min() / tt[pos][int(np.argmin(pred[pos]))]
+            for g, fr in data.top1_by_problem(test_i, pred).items():
                 for name, member in (("all", True), ("fp8", g in fp8), (">=90% space", g in full)):
                     if member:
                         scores.setdefault(arm, {}).setdefault(name, []).append(fr)

@@ -26,7 +26,7 @@ from tilecost.space import problem_candidates
 NEW_RUNS = ("r10f8ntgap1", "r10f8nngap1")
 
 data = TrainingRows.load()
-rows, t, groups = data.rows, data.time_us, data.groups
+rows, groups = data.rows, data.groups
 new_row = rows["run_id"].isin(NEW_RUNS).to_numpy()
 old_problems = np.unique(groups[~new_row])
 new_problems = np.setdiff1d(np.unique(groups[new_row]), old_problems)
@@ -48,10 +48,7 @@ for seed in range(4):
         }
         for arm, fit_i in arms.items():
             pred = data.fit(fit_i).predict(data.X[test_i])
-            tg, tt = groups[test_i], t[test_i]
-            for g in np.unique(tg):
-                pos = np.flatnonzero(tg == g)
-                fr = tt[pos].min() / tt[pos][int(np.argmin(pred[pos]))]
+            for g, fr in data.top1_by_problem(test_i, pred).items():
                 for name, member in (("all", True), ("fp8", g in fp8), (">=90% space", g in full)):
                     if member:
                         scores[arm].setdefault(name, []).append(fr)

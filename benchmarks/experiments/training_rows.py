@@ -36,6 +36,16 @@ class TrainingRows:
         return cls(device, rows, build_features(rows, device), rows["time_us"].to_numpy(),
                    rows["problem_key"].to_numpy())  # fmt: skip
 
+    def top1_by_problem(self, index: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
+        """For the rows ``index`` and a prediction of each: every problem's best time over the time of its
+        fastest-predicted row (its top-1 within the configurations it timed)."""
+        groups, times = self.groups[index], self.time_us[index]
+        out = {}
+        for g in np.unique(groups):
+            pos = np.flatnonzero(groups == g)
+            out[str(g)] = float(times[pos].min() / times[pos][int(np.argmin(predicted[pos]))])
+        return out
+
     def fit(self, index: np.ndarray) -> CostModel:
         """A cost model of the shipped settings fitted on the rows ``index`` (:func:`fit_rows`)."""
         return fit_rows(CostModel(), self.rows.iloc[index], self.device, X=self.X[index])
