@@ -10,10 +10,13 @@ list is widened for this script only; the product's schema is unchanged).
 Grouped 5-fold CV over the training problems (fold seeds 0-3), (A) the shipped columns, (B) with the new one;
 top-1 over all test problems, the fp8 ones, and those measured over >= 90% of their space.
 
-    .venv/bin/python benchmarks/experiments/b_row_bytes_cv.py      (~10 min, 2 cores)
+    .venv/bin/python benchmarks/experiments/b_row_bytes_cv.py [FIRST_SEED]     (~5 min, 2 cores; fold seeds
+    FIRST_SEED to FIRST_SEED + 3, default 0)
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 from sklearn.model_selection import GroupKFold
@@ -36,7 +39,8 @@ problems = np.unique(groups)
 widened = (*FEATURE_NAMES, "log2_b_row_bytes")
 
 scores: dict[str, dict[str, list[float]]] = {}
-for seed in range(4):
+first_seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+for seed in range(first_seed, first_seed + 4):
     for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
         in_fit = np.isin(groups, problems[fit_p])
         fit_i, test_i = np.flatnonzero(in_fit), np.flatnonzero(~in_fit)
