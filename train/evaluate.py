@@ -77,6 +77,19 @@ def problem_groups(problem: Problem) -> list[tuple[str, str]]:
     return groups
 
 
+def _check_bootstrap(level: float, draws: int) -> None:
+    if not 0 < level < 1 or draws < 1:
+        raise ValueError(f"level={level} must lie in (0, 1) and draws={draws} be >= 1")
+
+
+def _geomean_interval(logs: np.ndarray, level: float, draws: int, seed: int) -> tuple[float, float]:
+    """A ``level`` bootstrap interval of exp(mean(``logs``)): the values resampled with replacement
+    ``draws`` times."""
+    picks = np.random.default_rng(seed).integers(0, len(logs), size=(draws, len(logs)))
+    low, high = np.quantile(np.exp(logs[picks].mean(axis=1)), [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
+
+
 def _geomean(values: Sequence[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if len(values) else math.nan
 
@@ -135,15 +148,11 @@ class Evaluation:
         out; two models whose figures differ by less are not told apart by these problems (on the 78 H200
         held-out problems of the eighth session: 0.901-0.938 around 0.922; on the ninth session's 155:
         0.910-0.934 around 0.923)."""
-        if not 0 < level < 1 or draws < 1:
-            raise ValueError(f"level={level} must lie in (0, 1) and draws={draws} be >= 1")
+        _check_bootstrap(level, draws)
         logs = np.log([r.top1 for r in self.problems])
         if len(logs) == 0:
             return math.nan, math.nan
-        picks = np.random.default_rng(seed).integers(0, len(logs), size=(draws, len(logs)))
-        means = np.exp(logs[picks].mean(axis=1))
-        low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-        return float(low), float(high)
+        return _geomean_interval(logs, level, draws, seed)
 
     def paired_top1_gain(
         self, other: Evaluation, level: float = 0.90, draws: int = 2000, seed: int = 0
@@ -153,16 +162,13 @@ class Evaluation:
         problems resampled with replacement, each keeping both models' scores, so which problems are hard
         cancels out). Two fits of the same data differ by ±0.01-0.02 of top-1 on the H200's held-out problems
         (BENCHMARKS §4, tenth session); an interval that holds 1 does not tell the two apart."""
-        if not 0 < level < 1 or draws < 1:
-            raise ValueError(f"level={level} must lie in (0, 1) and draws={draws} be >= 1")
+        _check_bootstrap(level, draws)
         theirs = {r.problem.key: r.top1 for r in other.problems}
         pairs = [(r.top1, theirs[r.problem.key]) for r in self.problems if r.problem.key in theirs]
         if not pairs:
             raise ValueError("the two evaluations share no problem; compare models on the same problems")
         diff = np.log([a for a, _ in pairs]) - np.log([b for _, b in pairs])
-        picks = np.random.default_rng(seed).integers(0, len(diff), size=(draws, len(diff)))
-        low, high = np.quantile(np.exp(diff[picks].mean(axis=1)), [(1 - level) / 2, (1 + level) / 2])
-        return float(np.exp(diff.mean())), float(low), float(high)
+        return (float(np.exp(diff.mean())), *_geomean_interval(diff, level, draws, seed))
 
     def score(self) -> tuple[float, float, float]:
         """What "better" means between two models on the same problems, compared in this order:

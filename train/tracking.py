@@ -37,9 +37,9 @@ from .evaluate import Evaluation
 
 __all__ = [
     "CHAMPION_ALIAS",
-    "beats",
     "DEFAULT_TRACKING_URI",
     "RunRecord",
+    "beats",
     "describe",
     "experiment_name",
     "log_training_run",
@@ -112,8 +112,13 @@ def _decide(
         return True, f"champion v{current.version} was trained on another feature schema and cannot be scored", None
     booster = mlflow.xgboost.load_model(f"models:/{name}/{current.version}")
     champion = evaluate_champion(booster, tags.get("target", "log_time_over_roofline"))
-    promoted, reason = beats(evaluation, champion)
-    return promoted, f"{reason} v{current.version} ({reason_detail(evaluation, champion)})", champion.score()
+    ours, theirs, gain = evaluation.score(), champion.score(), evaluation.paired_top1_gain(champion)
+    promoted, words = _verdict(ours, theirs, gain)
+    detail = (
+        f"{_fmt(ours)} {'>' if ours > theirs else '<='} {_fmt(theirs)};"
+        f" top-1 x{gain[0]:.4f}, 90% paired x{gain[1]:.4f}-x{gain[2]:.4f}"
+    )
+    return promoted, f"{words} v{current.version} ({detail})", theirs
 
 
 def beats(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str]:
@@ -121,17 +126,16 @@ def beats(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str]:
     worst, then top-5) *and* a top-1 gain whose 90% paired bootstrap interval lies above 1
     (:meth:`Evaluation.paired_top1_gain`), so that a refit that moved by the fit's own spread does not
     replace the champion. Returns the verdict and its words ("beats champion" or "does not beat champion")."""
-    _, low, _ = ours.paired_top1_gain(theirs)
-    if ours.score() > theirs.score() and low > 1.0:
+    return _verdict(ours.score(), theirs.score(), ours.paired_top1_gain(theirs))
+
+
+def _verdict(
+    ours: tuple[float, float, float], theirs: tuple[float, float, float], gain: tuple[float, float, float]
+) -> tuple[bool, str]:
+    """:func:`beats` on the two scores and the paired gain (ratio, interval low, high), computed once."""
+    if ours > theirs and gain[1] > 1.0:
         return True, "beats champion"
     return False, "does not beat champion"
-
-
-def reason_detail(ours: Evaluation, theirs: Evaluation) -> str:
-    """Both scores and the paired top-1 gain, for the run's ``champion_decision`` tag."""
-    gain, low, high = ours.paired_top1_gain(theirs)
-    sign = ">" if ours.score() > theirs.score() else "<="
-    return f"{_fmt(ours.score())} {sign} {_fmt(theirs.score())}; top-1 x{gain:.4f}, 90% paired x{low:.4f}-x{high:.4f}"
 
 
 def _fmt(score: tuple[float, ...]) -> str:
