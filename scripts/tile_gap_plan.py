@@ -46,9 +46,7 @@ table = ds.dataset("datasets/measurements", partitioning="hive").to_table(
     filter=(ds.field("dtype") == dtype) & (ds.field("layout") == layout),
 )
 rows = table.to_pandas()
-timed = rows.groupby("problem_key").config_id.agg(set)
-measured = set(ds.dataset("datasets/measurements", partitioning="hive").to_table(columns=["problem_key"])
-               .column("problem_key").unique().to_pylist())  # fmt: skip
+timed = rows.groupby("problem_key").config_id.agg(set)  # its keys: every measured problem of this dtype x layout
 
 
 def large(problem: Problem) -> list[str]:
@@ -64,9 +62,9 @@ plan: list[dict] = []
 seen: set[str] = set()
 for family, n in (("layers", 112), ("random", 200)):
     for p in plan_family(family, n, DType(dtype), Layout(layout), SEED):
-        if len([e for e in plan if e["family"] != "tile-gap-retime"]) >= count:
+        if len(plan) >= count:  # only new problems so far: the re-timed ones are added below
             break
-        if p.key in measured or p.key in seen or is_heldout(p) or not big(p):
+        if p.key in timed or p.key in seen or is_heldout(p) or not big(p):
             continue
         if problem_pattern(p).split("-", 2)[2] not in patterns:
             continue
