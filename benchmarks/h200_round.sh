@@ -14,7 +14,9 @@
 # checkout's datasets/measurements and persists on a warm machine, so the next call skips what this one measured
 # even before its archive is unpacked here. measurements.tgz holds it as datasets/measurements.
 # `nightly` is the GPU half of docs/NIGHTLY.md's real night (plan, sentinels, collect; NIGHT, default today):
-# its state lands in $OUT/nightly.tgz; training, export and the report run on a machine with xgboost.
+# its state lands in $OUT/nightly.tgz; training, export and the report run on a machine with xgboost. The state
+# directory `nightly/` is ignored by git, so the device tool must carry it (`carry: ["nightly"]`), or the night
+# finds no sentinel reference and becomes one (the eleventh session's night compared nothing on the device).
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecost-out}
 mkdir -p "$OUT"
@@ -30,7 +32,20 @@ LOG="$OUT/run.log"
 left() { echo $((TOTAL_S - ($(date +%s) - START))); }
 say() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
 
-python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$LOG" 2>&1 || { tail -20 "$LOG"; exit 1; }
+# Two lanes start side by side: one installs (under a lock), and only when this checkout is not installed yet.
+# A reinstall rewrites the `tilecost` script while the other lane's sweep spawns processes, which re-run the
+# parent's main script (multiprocessing's spawn): in the eleventh session's call 2 three of them died on the
+# missing script and that lane's collect hung until its hard timeout.
+installed() {
+    command -v tilecost >/dev/null && python3 -c "import os, sys, tilecost
+sys.exit(not os.path.realpath(tilecost.__file__).startswith(os.path.realpath('.') + os.sep))" 2>/dev/null
+}
+install() { installed || python3 -m pip install -q --no-deps --no-build-isolation -e .; }
+if command -v flock >/dev/null; then
+    ( flock 9; install ) 9>/tmp/tilecost-install.lock >>"$LOG" 2>&1
+else
+    install >>"$LOG" 2>&1
+fi || { tail -20 "$LOG"; exit 1; }
 export TRITON_CACHE_DIR=$PWD/.triton-cache PYTHONUNBUFFERED=1
 mkdir -p "$TRITON_CACHE_DIR" "$DATASET"
 cp -rn datasets/measurements/. "$DATASET"/
@@ -71,6 +86,8 @@ for step in "$@"; do
     nightly)
         budget=$(( $(left) - 90 ))
         say "nightly $NIGHT (plan, sentinels, collect), time budget ${budget}s"
+        ls nightly/sentinels/reference-*.json >/dev/null 2>&1 \
+            || say "no sentinel reference in nightly/ (carried?): this night becomes the reference"
         timeout $((budget + 75)) tilecost nightly --device-class h200 --night "$NIGHT" --steps plan,sentinels,collect \
             --dataset "$DATASET" --state-dir nightly --no-env-shard \
             --query-log datasets/plans/2026-11-29-flagged-queries.jsonl --max-flagged 2 \

@@ -66,6 +66,9 @@ MAX_CRASHES_PER_PROBLEM = 5
 # problem over every candidate can take minutes (the ninth session's H200 call 3 ran 75 s past its budget into
 # the device call's hard timeout). benchmarks/h200_round.sh allows the sweep 75 s past its budget.
 MEASURE_GRACE_S = 30.0
+# How long the measuring process may take to start (imports, CUDA context: ~10-20 s on the H200 beside 15 compile
+# processes) before the sweep gives up on it; before the eleventh session the sweep waited without limit.
+CHILD_START_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,15 +188,20 @@ def _child(conn: Any, backend_path: str, protocol: MeasureProtocol) -> None:
 
 
 class _Child:
-    def __init__(self, backend: str, protocol: MeasureProtocol):
+    def __init__(self, backend: str, protocol: MeasureProtocol, start_timeout_s: float = CHILD_START_TIMEOUT_S):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
         self.proc = ctx.Process(target=_child, args=(child_conn, backend, protocol), daemon=True)
         self.proc.start()
         child_conn.close()
+        if not self.conn.poll(start_timeout_s):
+            self.proc.kill()
+            self.proc.join(5)
+            waited = f"{start_timeout_s:.0f} s"
+            raise RuntimeError(f"measuring process sent nothing within {waited} of its start ({backend})")
         tag, self.fingerprint = self._recv()
         if tag != "ready":
-            raise RuntimeError(f"measuring process failed to start: {tag}")
+            raise RuntimeError(f"measuring process failed to start: {tag} (exit code {self.fingerprint})")
 
     def _recv(self) -> Any:
         try:
@@ -461,7 +469,7 @@ def run_sweep(
 
 
 def _start_child(settings: SweepSettings) -> _Child:
-    child = _Child(settings.backend, settings.protocol)
+    child = _Child(settings.backend, settings.protocol, CHILD_START_TIMEOUT_S)
     found = child.fingerprint.get("device_class")
     if found != settings.device_class:
         child.close()
@@ -501,7 +509,7 @@ def _measure_entry(
             break
         key, message = payload
         child.close()
-        child = _Child(settings.backend, settings.protocol)
+        child = _Child(settings.backend, settings.protocol, CHILD_START_TIMEOUT_S)
         crashes += 1
         if key is None or crashes > MAX_CRASHES_PER_PROBLEM:
             for c in runnable:

@@ -102,6 +102,26 @@ def test_kill_minus_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
     assert not list(dataset.rglob("*.tmp"))
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="no SIGUSR1 on this platform")
+def test_sigusr1_prints_every_threads_stack_and_the_collect_goes_on(tmp_path):
+    """How to see where a long collect is without stopping it (``kill -USR1 <pid>``, tilecost.cli)."""
+    dataset = tmp_path / "ds"
+    cmd = [
+        sys.executable, "-m", "tilecost.cli", "collect", "--dataset", str(dataset), "--backend", SIM,
+        "--family", "random=3", "--dtypes", "bf16", "--layouts", "nt", "--sample-fraction", "0.05", "--rounds", "1",
+    ]  # fmt: skip
+    env = dict(os.environ, TILECOST_SIMULATED_DELAY_S="1.0")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(dataset.rglob("*.parquet")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGUSR1)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "most recent call first" in err and "run_sweep" in err
+    assert "3 problems measured" in out + err
+
+
 def test_shards_partition_the_plan():
     plan = build_plan({"random": 30}, [DType.BF16], [Layout.NT])
     parts = [shard(plan, i, 4) for i in range(4)]
@@ -375,3 +395,22 @@ def test_within_a_group_the_cheapest_problems_are_measured_first(tmp_path):
     assert text.index(small.problem.key) < text.index(big.problem.key)
     cfgs = choose_candidates(big, _settings())[0]
     assert measure_cost(big.problem, cfgs) > measure_cost(small.problem, cfgs)
+
+
+def test_a_measuring_process_that_never_starts_is_given_up_and_nothing_is_written(tmp_path, monkeypatch):
+    """The eleventh session's H200 call 2: a collect printed nothing for 9 minutes, until its hard timeout.
+    Whatever hung there, a measuring process that never says it is ready no longer can: the sweep gives up
+    on it after ``CHILD_START_TIMEOUT_S`` with an error naming the backend, ends it and writes nothing."""
+    import multiprocessing
+
+    import tilecost.collect.sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "CHILD_START_TIMEOUT_S", 3.0)
+    store = DatasetStore(tmp_path)
+    settings = SweepSettings(backend="tests.stuck_backend:stuck_backend", sample_fraction=0.1, min_sample=8)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"sent nothing within 3 s of its start \(tests.stuck_backend"):
+        run_sweep(_entries(), store, settings, progress_stream=None)
+    assert time.monotonic() - t0 < 20
+    assert store.files("h200") == []
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]

@@ -213,6 +213,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dump_stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack to stderr and the command goes on: how to see where a
+    long sweep or nightly is without stopping it (the eleventh session's H200 call hung with no clue where)."""
+    import faulthandler
+    import signal
+
+    if hasattr(signal, "SIGUSR1") and sys.stderr is not None:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand. Bad input (a ``ValueError`` or :class:`~tilecost.errors.TilecostError`, whose
     messages name the field and what is allowed) ends in one ``error:`` line and exit status 2;
@@ -221,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from tilecost.errors import TilecostError
 
+    _dump_stacks_on_sigusr1()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
