@@ -5,10 +5,15 @@ For each fraction of the training problems (a seeded random subset of problems, 
 the shipped settings is fitted and evaluated on the 78 held-out problems exactly as ``tilecost train`` does.
 The held-out problems only report the curve here; nothing is chosen by it.
 
-    .venv/bin/python benchmarks/experiments/learning_curve.py      (~3 min, 2 cores)
+    .venv/bin/python benchmarks/experiments/learning_curve.py [FRACTIONS [DRAWS]]      (~3 min, 2 cores)
+
+FRACTIONS (comma separated, default 0.25,0.5,0.75,1.0) and DRAWS (seeded subsets per fraction below 1,
+default 3): the eleventh session ran ``0.125,0.25,0.5,1.0 4`` to measure the slope per doubling.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -22,8 +27,10 @@ train, heldout = split_by_role(load_measurements("datasets/measurements", "h200"
 problems = np.array(sorted(train.problem_key.unique()))
 print(f"{len(problems)} training problems, {heldout.problem_key.nunique()} held out")
 print(f"{'fraction':>8} {'problems':>8} {'seed':>4} {'top1':>6} {'worst':>6} {'top5':>6} {'logRMSE':>7}")
-for fraction in (0.25, 0.5, 0.75, 1.0):
-    for seed in range(3 if fraction < 1 else 1):
+fractions = [float(f) for f in sys.argv[1].split(",")] if len(sys.argv) > 1 else [0.25, 0.5, 0.75, 1.0]
+draws = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+for fraction in fractions:
+    for seed in range(draws if fraction < 1 else 1):
         chosen = np.random.default_rng(seed).choice(problems, round(fraction * len(problems)), replace=False)
         part = train[train.problem_key.isin(set(chosen))]
         model = fit_rows(CostModel(), part, device)
