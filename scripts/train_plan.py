@@ -1,0 +1,51 @@
+"""Write a plan of new *training* problems of one dtype × layout and pointer patterns, for more problems per
+device call (eleventh session: BENCHMARKS §4's learning curve gains ~0.02 of held-out top-1 per doubling of the
+training problems).
+
+    .venv/bin/python scripts/train_plan.py bf16 nt 60 16-16 [SEED [MAX_FLOP]]
+    (seconds; writes datasets/plans/2026-11-30-train-bf16-nt.json)
+
+Problems from the built-in ``layers``, ``random``, ``decode`` and ``unaligned`` families (SEED, default 53),
+kept when not held out (a held-out problem is measured over its whole space: minutes, not seconds), not
+measured yet, of the given pointer patterns (N-K classes, comma separated: one pattern keeps a cold machine's
+compile to one pointer pattern and the descriptor kernel) and at most MAX_FLOP (default 2e10, so that each
+measures in seconds). Collect with ``--sample-fraction 0.25`` (the shared sample) and its own ``--run-id``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from tilecost.collect.compile import problem_pattern
+from tilecost.collect.plans import is_heldout, plan_family
+from tilecost.problem import DType, Layout
+
+dtype, layout, count, patterns = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
+seed = int(sys.argv[5]) if len(sys.argv) > 5 else 53
+max_flop = float(sys.argv[6]) if len(sys.argv) > 6 else 2e10
+measured = set(
+    ds.dataset("datasets/measurements", partitioning="hive")
+    .to_table(columns=["problem_key"], filter=(ds.field("dtype") == dtype) & (ds.field("layout") == layout))
+    .column("problem_key")
+    .to_pylist()
+)
+plan: list[dict] = []
+seen: set[str] = set()
+for family, n in (("layers", 400), ("random", 800), ("decode", 200), ("unaligned", 200)):
+    for p in plan_family(family, n, DType(dtype), Layout(layout), seed):
+        if len(plan) >= count:
+            break
+        if p.key in measured or p.key in seen or is_heldout(p) or 2 * p.m * p.n * p.k > max_flop:
+            continue
+        if problem_pattern(p).split("-", 2)[2] not in patterns:
+            continue
+        seen.add(p.key)
+        plan.append(dict(m=p.m, n=p.n, k=p.k, dtype=dtype, layout=layout, family=f"train-{family}", role="train"))
+path = Path(f"datasets/plans/2026-11-30-train-{dtype}-{layout}.json")
+path.write_text(json.dumps(plan, indent=0) + "\n")
+families = {f: sum(e["family"] == f for e in plan) for f in sorted({e["family"] for e in plan})}
+print(f"{path}: {len(plan)} training problems {families}")
