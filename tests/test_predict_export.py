@@ -76,7 +76,12 @@ def test_with_level_trees_the_scorer_scores_the_main_trees_only(model_json: byte
     booster.set_param({"nthread": 1})
 
     numpy_files = prepare_artifact_files(model_json, with_level, **TINY)
-    main_only = prepare_artifact_files(
+    # A scorer of the first 30 trees is accepted; the same bits as the export's own walk give the same files.
+    # (XGBoost's float32 sums are accepted too, but can order a near-tie the other way: with the eleventh
+    # session's data, the fixture model's lists differed from the numpy walk's in one such place.)
+    first_30 = TreeEnsemble.from_json(model_json, FEATURE_NAMES).first_trees(30)
+    main_only = prepare_artifact_files(model_json, with_level, scorer=first_30.predict, **TINY)
+    prepare_artifact_files(
         model_json, with_level, scorer=lambda x: booster.inplace_predict(x, iteration_range=(0, 30)), **TINY
     )
 

@@ -216,10 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _dump_stacks_on_sigusr1() -> None:
     """``kill -USR1 <pid>`` prints every thread's stack to stderr and the command goes on: how to see where a
     long sweep or nightly is without stopping it (the eleventh session's H200 call hung with no clue where)."""
+    import contextlib
     import faulthandler
     import signal
 
-    if hasattr(signal, "SIGUSR1") and sys.stderr is not None:
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    with contextlib.suppress(ValueError, OSError, AttributeError):  # stderr without a file descriptor (captured)
         faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
