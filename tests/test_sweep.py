@@ -78,17 +78,25 @@ def test_a_crashing_config_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypat
     assert summary.status_counts["crashed"] == 1
 
 
-def test_kill_minus_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
-    dataset = tmp_path / "ds"
+def _collect_until(dataset: Path, problems: int, delay_s: float, files: int) -> tuple[list[str], subprocess.Popen]:
+    """``tilecost collect`` of ``problems`` random bf16 nt problems on the simulated timer (``delay_s`` per
+    problem) in a child process, returned once it has written ``files`` Parquet files."""
     cmd = [
         sys.executable, "-m", "tilecost.cli", "collect", "--dataset", str(dataset), "--backend", SIM,
-        "--family", "random=6", "--dtypes", "bf16", "--layouts", "nt", "--sample-fraction", "0.05", "--rounds", "1",
+        "--family", f"random={problems}", "--dtypes", "bf16", "--layouts", "nt", "--sample-fraction", "0.05",
+        "--rounds", "1",
     ]  # fmt: skip
-    env = dict(os.environ, TILECOST_SIMULATED_DELAY_S="0.4")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = dict(os.environ, TILECOST_SIMULATED_DELAY_S=str(delay_s))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while time.time() < deadline and len(list(dataset.rglob("*.parquet"))) < 2:
+    while time.time() < deadline and len(list(dataset.rglob("*.parquet"))) < files:
         time.sleep(0.05)
+    return cmd, proc
+
+
+def test_kill_minus_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
+    dataset = tmp_path / "ds"
+    cmd, proc = _collect_until(dataset, problems=6, delay_s=0.4, files=2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = len(list(dataset.rglob("*.parquet")))
@@ -105,16 +113,7 @@ def test_kill_minus_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="no SIGUSR1 on this platform")
 def test_sigusr1_prints_every_threads_stack_and_the_collect_goes_on(tmp_path):
     """How to see where a long collect is without stopping it (``kill -USR1 <pid>``, tilecost.cli)."""
-    dataset = tmp_path / "ds"
-    cmd = [
-        sys.executable, "-m", "tilecost.cli", "collect", "--dataset", str(dataset), "--backend", SIM,
-        "--family", "random=3", "--dtypes", "bf16", "--layouts", "nt", "--sample-fraction", "0.05", "--rounds", "1",
-    ]  # fmt: skip
-    env = dict(os.environ, TILECOST_SIMULATED_DELAY_S="1.0")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(dataset.rglob("*.parquet")):
-        time.sleep(0.05)
+    _, proc = _collect_until(tmp_path / "ds", problems=3, delay_s=1.0, files=1)
     proc.send_signal(signal.SIGUSR1)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
