@@ -3,13 +3,15 @@ device call (eleventh session: BENCHMARKS §4's learning curve gains ~0.02 of he
 training problems).
 
     .venv/bin/python scripts/train_plan.py bf16 nt 60 16-16 [SEED [MAX_FLOP]]
-    (seconds; writes datasets/plans/2026-11-30-train-bf16-nt.json)
+    (seconds; writes datasets/plans/train-bf16-nt-seed53.json)
 
-Problems from the built-in ``layers``, ``random``, ``decode`` and ``unaligned`` families (SEED, default 53),
-kept when not held out (a held-out problem is measured over its whole space: minutes, not seconds), not
+Problems from the built-in ``layers``, ``random``, ``decode`` and ``unaligned`` families (SEED, default 53), one
+of each in turn, kept when not held out (a held-out problem is measured over its whole space: minutes, not seconds), not
 measured yet, of the given pointer patterns (N-K classes, comma separated: one pattern keeps a cold machine's
 compile to one pointer pattern and the descriptor kernel) and at most MAX_FLOP (default 2e10, so that each
 measures in seconds). Collect with ``--sample-fraction 0.25`` (the shared sample) and its own ``--run-id``.
+The eleventh session's call 6 ran the first version of this script (families in order, not in turn):
+``datasets/plans/2026-11-30-train-bf16-{nt,nn}.json``, whose rows did not come back (COLLECTING.md).
 """
 
 from __future__ import annotations
@@ -35,17 +37,23 @@ measured = set(
 )
 plan: list[dict] = []
 seen: set[str] = set()
-for family, n in (("layers", 400), ("random", 800), ("decode", 200), ("unaligned", 200)):
-    for p in plan_family(family, n, DType(dtype), Layout(layout), seed):
+draws = {f: iter(plan_family(f, n, DType(dtype), Layout(layout), seed))
+         for f, n in (("layers", 400), ("random", 800), ("decode", 200), ("unaligned", 200))}  # fmt: skip
+while len(plan) < count and draws:
+    for family in list(draws):  # one problem of each family in turn, so that no family fills the plan alone
+        for p in draws[family]:
+            if p.key in measured or p.key in seen or is_heldout(p) or 2 * p.m * p.n * p.k > max_flop:
+                continue
+            if problem_pattern(p).split("-", 2)[2] not in patterns:
+                continue
+            seen.add(p.key)
+            plan.append(dict(m=p.m, n=p.n, k=p.k, dtype=dtype, layout=layout, family=f"train-{family}", role="train"))
+            break
+        else:
+            del draws[family]  # this family has no more problems that qualify
         if len(plan) >= count:
             break
-        if p.key in measured or p.key in seen or is_heldout(p) or 2 * p.m * p.n * p.k > max_flop:
-            continue
-        if problem_pattern(p).split("-", 2)[2] not in patterns:
-            continue
-        seen.add(p.key)
-        plan.append(dict(m=p.m, n=p.n, k=p.k, dtype=dtype, layout=layout, family=f"train-{family}", role="train"))
-path = Path(f"datasets/plans/2026-11-30-train-{dtype}-{layout}.json")
+path = Path(f"datasets/plans/train-{dtype}-{layout}-seed{seed}.json")
 path.write_text(json.dumps(plan, indent=0) + "\n")
 families = {f: sum(e["family"] == f for e in plan) for f in sorted({e["family"] for e in plan})}
 print(f"{path}: {len(plan)} training problems {families}")
