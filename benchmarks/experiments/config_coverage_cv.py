@@ -9,10 +9,10 @@ the fit folds as they are, arms B and C on the same folds with every problem mea
 space cut to a shared random sample of its dtype × layout's configurations (25% and 50%, seeded per fold
 seed), as the collector samples; judge the same test problems, each on every configuration it timed.
 
-Grouped 5-fold CV over the training problems, fold seeds FIRST..FIRST+7 (the tenth session's lesson: four
-fold seeds cannot tell a change of +0.007).
+Grouped 5-fold CV over the training problems, COUNT (default 8) fold seeds from FIRST (the tenth session's
+lesson: four fold seeds cannot tell a change of +0.007).
 
-    .venv/bin/python benchmarks/experiments/config_coverage_cv.py [FIRST]      (~20 min, 2 cores)
+    .venv/bin/python benchmarks/experiments/config_coverage_cv.py [FIRST [COUNT]]      (~20 min, 2 cores)
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 from training_rows import TrainingRows
 
 from tilecost.problem import Problem
 from tilecost.space import problem_candidates
 
 first = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+count = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 data = TrainingRows.load()
 rows, groups = data.rows, data.groups
 kind = (rows["dtype"] + "-" + rows["layout"]).to_numpy()
@@ -53,23 +53,8 @@ def sampled(fraction: float, seed: int) -> np.ndarray:
 
 
 arms = {"A as measured": None, "B full-space cut to 25%": 0.25, "C full-space cut to 50%": 0.5}
-scores: dict[str, dict[str, list[float]]] = {}
-for seed in range(first, first + 8):
-    per_seed: dict[str, list[float]] = {}
-    keeps = {arm: (np.ones(len(rows), bool) if f is None else sampled(f, seed)) for arm, f in arms.items()}
-    for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
-        in_fit = np.isin(groups, problems[fit_p])
-        test_i = np.flatnonzero(~in_fit)
-        for arm, keep in keeps.items():
-            pred = data.fit(np.flatnonzero(in_fit & keep)).predict(data.X[test_i])
-            for g, fr in data.top1_by_problem(test_i, pred).items():
-                for name, member in (("all", True), (">=90% space", g in full), ("sampled", g not in full)):
-                    if member:
-                        scores.setdefault(arm, {}).setdefault(name, []).append(fr)
-                per_seed.setdefault(arm, []).append(fr)
-    line = ", ".join(f"{a.split()[0]} {np.exp(np.log(v).mean()):.3f}" for a, v in per_seed.items())
-    print(f"fold seed {seed}: {line}", flush=True)
-for arm, by in scores.items():
-    line = [f"{name} {np.exp(np.log(fr).mean()):.3f} ({int((np.array(fr) < 0.9).sum())}/{len(fr)})"
-            for name, fr in by.items()]  # fmt: skip
-    print(f"{arm:<24}: " + ", ".join(line))
+data.cv_arms(
+    lambda seed: {arm: (np.ones(len(rows), bool) if f is None else sampled(f, seed)) for arm, f in arms.items()},
+    {"all": lambda g: True, ">=90% space": lambda g: g in full, "sampled": lambda g: g not in full},
+    range(first, first + count),
+)

@@ -8,9 +8,9 @@ GROUP_M = 8 sibling times 10.7 µs). Arm A fits the fit folds as they are; arm B
 ``hopeless`` rows from them (its ``ok`` rows stay). Both judge the same test problems on every row they have;
 the figures are also given on the test problems that are not the first run's.
 
-Grouped 5-fold CV over the training problems, fold seeds FIRST..FIRST+7.
+Grouped 5-fold CV over the training problems, COUNT (default 8) fold seeds from FIRST.
 
-    .venv/bin/python benchmarks/experiments/first_run_bounds_cv.py [FIRST]      (~12 min, 2 cores)
+    .venv/bin/python benchmarks/experiments/first_run_bounds_cv.py [FIRST [COUNT]]      (~12 min, 2 cores)
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 from training_rows import TrainingRows
 
 FIRST_RUN = "r28ad8bf50e"
 first = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+count = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 data = TrainingRows.load()
 rows, groups = data.rows, data.groups
 bound = ((rows["run_id"] == FIRST_RUN) & (rows["status"] == "hopeless")).to_numpy()
@@ -31,21 +31,5 @@ problems = np.unique(groups)
 print(f"{len(problems)} training problems, {len(first_run)} of them the first run's; {bound.sum():,} of "
       f"{len(rows):,} rows are its hopeless bounds", flush=True)  # fmt: skip
 arms = {"A as measured": np.ones(len(rows), bool), "B without the first run's bounds": ~bound}
-scores: dict[str, dict[str, list[float]]] = {}
-for seed in range(first, first + 8):
-    per_seed: dict[str, list[float]] = {}
-    for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
-        in_fit = np.isin(groups, problems[fit_p])
-        test_i = np.flatnonzero(~in_fit)
-        for arm, keep in arms.items():
-            pred = data.fit(np.flatnonzero(in_fit & keep)).predict(data.X[test_i])
-            for g, fr in data.top1_by_problem(test_i, pred).items():
-                for name, member in (("all", True), ("not the first run's", g not in first_run)):
-                    if member:
-                        scores.setdefault(arm, {}).setdefault(name, []).append(fr)
-                per_seed.setdefault(arm, []).append(fr)
-    line = ", ".join(f"{a.split()[0]} {np.exp(np.log(v).mean()):.3f}" for a, v in per_seed.items())
-    print(f"fold seed {seed}: {line}", flush=True)
-for arm, by in scores.items():
-    parts = [f"{n} {np.exp(np.log(v).mean()):.3f} ({int((np.array(v) < 0.9).sum())}/{len(v)})" for n, v in by.items()]
-    print(f"{arm:<34}: {', '.join(parts)}")
+data.cv_arms(lambda seed: arms, {"all": lambda g: True, "not the first run's": lambda g: g not in first_run},
+             range(first, first + count))  # fmt: skip

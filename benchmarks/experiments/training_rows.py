@@ -7,10 +7,12 @@ they import :class:`TrainingRows` from here, load it once and fit models on inde
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from sklearn.model_selection import GroupKFold
 
 from tilecost.device import DeviceSpec, load_device
 from tilecost.train.dataset import load_measurements
@@ -49,3 +51,37 @@ class TrainingRows:
     def fit(self, index: np.ndarray) -> CostModel:
         """A cost model of the shipped settings fitted on the rows ``index`` (:func:`fit_rows`)."""
         return fit_rows(CostModel(), self.rows.iloc[index], self.device, X=self.X[index])
+
+    def cv_arms(
+        self,
+        arms: Callable[[int], Mapping[str, np.ndarray]],
+        subsets: Mapping[str, Callable[[str], bool]],
+        seeds: Sequence[int],
+    ) -> dict[str, dict[str, list[float]]]:
+        """Grouped 5-fold CV over the training problems, once per fold seed: each arm (a row mask from
+        ``arms(seed)``) fits a model on the fit folds' rows it keeps, and every test problem's top-1 within
+        its timed configurations is recorded under each subset (named predicate on the problem key) it is
+        in. Prints one line per fold seed (every test problem) and a summary per arm; returns the scores."""
+        problems = np.unique(self.groups)
+        scores: dict[str, dict[str, list[float]]] = {}
+        for seed in seeds:
+            masks = arms(seed)
+            per_seed: dict[str, list[float]] = {}
+            for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
+                in_fit = np.isin(self.groups, problems[fit_p])
+                test_i = np.flatnonzero(~in_fit)
+                for arm, keep in masks.items():
+                    pred = self.fit(np.flatnonzero(in_fit & keep)).predict(self.X[test_i])
+                    for g, fr in self.top1_by_problem(test_i, pred).items():
+                        for name, member in subsets.items():
+                            if member(g):
+                                scores.setdefault(arm, {}).setdefault(name, []).append(fr)
+                        per_seed.setdefault(arm, []).append(fr)
+            line = ", ".join(f"{a.split()[0]} {np.exp(np.log(v).mean()):.3f}" for a, v in per_seed.items())
+            print(f"fold seed {seed}: {line}", flush=True)
+        width = max(len(a) for a in scores) if scores else 0
+        for arm, by in scores.items():
+            parts = [f"{n} {np.exp(np.log(v).mean()):.3f} ({int((np.array(v) < 0.9).sum())}/{len(v)})"
+                     for n, v in by.items()]  # fmt: skip
+            print(f"{arm:<{width}}: {', '.join(parts)}")
+        return scores
