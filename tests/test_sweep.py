@@ -121,6 +121,17 @@ def test_sigusr1_prints_every_threads_stack_and_the_collect_goes_on(tmp_path):
     assert "3 problems measured" in out + err
 
 
+@pytest.mark.parametrize("stderr", [None, "captured"])
+def test_the_stack_dump_handler_is_skipped_where_stderr_has_no_file_descriptor(monkeypatch, stderr):
+    """In-process callers (pytest's capture, a GUI without a console) still run the CLI."""
+    import io
+
+    from tilecost.cli import _dump_stacks_on_sigusr1
+
+    monkeypatch.setattr(sys, "stderr", None if stderr is None else io.StringIO())
+    _dump_stacks_on_sigusr1()  # raises nothing
+
+
 def test_shards_partition_the_plan():
     plan = build_plan({"random": 30}, [DType.BF16], [Layout.NT])
     parts = [shard(plan, i, 4) for i in range(4)]

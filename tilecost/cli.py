@@ -222,7 +222,8 @@ def _dump_stacks_on_sigusr1() -> None:
 
     if not hasattr(signal, "SIGUSR1"):
         return
-    with contextlib.suppress(ValueError, OSError, AttributeError):  # stderr without a file descriptor (captured)
+    # stderr without a file descriptor (captured: io.UnsupportedOperation) or none at all (RuntimeError)
+    with contextlib.suppress(OSError, RuntimeError):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
