@@ -188,7 +188,8 @@ def _child(conn: Any, backend_path: str, protocol: MeasureProtocol) -> None:
 
 
 class _Child:
-    def __init__(self, backend: str, protocol: MeasureProtocol, start_timeout_s: float = CHILD_START_TIMEOUT_S):
+    def __init__(self, backend: str, protocol: MeasureProtocol):
+        start_timeout_s = CHILD_START_TIMEOUT_S  # read at each start, so that a test can shorten it
         ctx = multiprocessing.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
         self.proc = ctx.Process(target=_child, args=(child_conn, backend, protocol), daemon=True)
@@ -469,7 +470,7 @@ def run_sweep(
 
 
 def _start_child(settings: SweepSettings) -> _Child:
-    child = _Child(settings.backend, settings.protocol, CHILD_START_TIMEOUT_S)
+    child = _Child(settings.backend, settings.protocol)
     found = child.fingerprint.get("device_class")
     if found != settings.device_class:
         child.close()
@@ -509,7 +510,7 @@ def _measure_entry(
             break
         key, message = payload
         child.close()
-        child = _Child(settings.backend, settings.protocol, CHILD_START_TIMEOUT_S)
+        child = _Child(settings.backend, settings.protocol)
         crashes += 1
         if key is None or crashes > MAX_CRASHES_PER_PROBLEM:
             for c in runnable:
