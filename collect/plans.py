@@ -154,7 +154,24 @@ def _unaligned(rng: random.Random, count: int, dtype: DType, layout: Layout) -> 
     return out
 
 
-_FAMILIES = {"random": _random, "layers": _layers, "decode": _decode, "unaligned": _unaligned}
+def _aligned(rng: random.Random, count: int, dtype: DType, layout: Layout) -> list[Problem]:
+    """Mid-size and large problems on tile-friendly extents: M from 64 to 16384 and N, K from 256 to 32768,
+    log-uniform, each rounded to a multiple of 64, 128 or 256 (one step for the three). They fill the region
+    the layer shapes sample only at their token counts and widths, where the twelfth session found the model
+    weakest (M > 64, aligned N and K)."""
+    out: list[Problem] = []
+    while len(out) < count:
+        step = rng.choice((64, 128, 256))
+        m = round(math.exp(rng.uniform(math.log(64), math.log(16384))))
+        n, k = (round(math.exp(rng.uniform(math.log(256), math.log(32768)))) for _ in range(2))
+        m, n, k = (max(step, round(x / step) * step) for x in (m, n, k))
+        if not _fits(m, n, k, dtype):
+            continue
+        out.append(Problem(m, n, k, dtype, layout))
+    return out
+
+
+_FAMILIES = {"random": _random, "layers": _layers, "decode": _decode, "unaligned": _unaligned, "aligned": _aligned}
 
 
 def plan_family(name: str, count: int, dtype: DType, layout: Layout, seed: int = 0) -> list[Problem]:

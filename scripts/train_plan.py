@@ -2,11 +2,11 @@
 device call (eleventh session: BENCHMARKS §4's learning curves gain +0.014 (CV) to +0.019 (held out) of top-1
 per doubling of the training problems).
 
-    .venv/bin/python scripts/train_plan.py bf16 nt 60 16-16 [SEED [MAX_FLOP]]
+    .venv/bin/python scripts/train_plan.py bf16 nt 60 16-16 [SEED [MAX_FLOP [FAMILIES]]]
     (seconds; writes datasets/plans/train-bf16-nt-seed53.json)
 
-Problems from the built-in ``layers``, ``random``, ``decode`` and ``unaligned`` families (SEED, default 53), one
-of each in turn, kept when not held out (a held-out problem is measured over its whole space: minutes, not seconds), not
+Problems from the built-in families (FAMILIES, comma separated, default ``layers,random,decode,unaligned``; the
+twelfth session's second plans drew from ``aligned`` alone) with SEED (default 53), one of each in turn, kept when not held out (a held-out problem is measured over its whole space: minutes, not seconds), not
 measured yet, of the given pointer patterns (N-K classes, comma separated: one pattern keeps a cold machine's
 compile to one pointer pattern and the descriptor kernel) and at most MAX_FLOP (default 2e10, so that each
 measures in seconds). Collect with ``--sample-fraction 0.25`` (the shared sample) and its own ``--run-id``.
@@ -29,6 +29,7 @@ from tilecost.problem import DType, Layout
 dtype, layout, count, patterns = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
 seed = int(sys.argv[5]) if len(sys.argv) > 5 else 53
 max_flop = float(sys.argv[6]) if len(sys.argv) > 6 else 2e10
+wanted = sys.argv[7].split(",") if len(sys.argv) > 7 else ["layers", "random", "decode", "unaligned"]
 measured = set(
     ds.dataset("datasets/measurements", partitioning="hive")
     .to_table(columns=["problem_key"], filter=(ds.field("dtype") == dtype) & (ds.field("layout") == layout))
@@ -37,8 +38,8 @@ measured = set(
 )
 plan: list[dict] = []
 seen: set[str] = set()
-draws = {f: iter(plan_family(f, n, DType(dtype), Layout(layout), seed))
-         for f, n in (("layers", 400), ("random", 800), ("decode", 200), ("unaligned", 200))}  # fmt: skip
+pool = {"layers": 400, "random": 800, "decode": 200, "unaligned": 200, "aligned": 800}  # draws per family
+draws = {f: iter(plan_family(f, pool[f], DType(dtype), Layout(layout), seed)) for f in wanted}
 while len(plan) < count and draws:
     for family in list(draws):  # one problem of each family in turn, so that no family fills the plan alone
         for p in draws[family]:
