@@ -6,10 +6,11 @@ per doubling of the training problems).
     (seconds; writes datasets/plans/train-bf16-nt-seed53.json)
 
 Problems from the built-in families (FAMILIES, comma separated, default ``layers,random,decode,unaligned``; the
-twelfth session's second plans drew from ``aligned`` alone) with SEED (default 53), one of each in turn, kept when not held out (a held-out problem is measured over its whole space: minutes, not seconds), not
-measured yet, of the given pointer patterns (N-K classes, comma separated: one pattern keeps a cold machine's
-compile to one pointer pattern and the descriptor kernel) and at most MAX_FLOP (default 2e10, so that each
-measures in seconds). Collect with ``--sample-fraction 0.25`` (the shared sample) and its own ``--run-id``.
+twelfth session's second plans drew from ``aligned`` alone) with SEED (default 53), one of each in turn, kept when
+not held out (a held-out problem is measured over its whole space: minutes, not seconds), not measured yet, of the
+given pointer patterns (N-K classes, comma separated: one pattern keeps a cold machine's compile to one pointer
+pattern and the descriptor kernel) and at most MAX_FLOP (default 2e10, so that each measures in seconds). Collect
+with ``--sample-fraction 0.25`` (the shared sample) and its own ``--run-id``.
 The eleventh session's call 6 ran the first version of this script (families in order, not in turn):
 ``datasets/plans/2026-11-30-train-bf16-{nt,nn}.json``, whose rows did not come back (COLLECTING.md).
 """
