@@ -2,8 +2,8 @@
 # One device call of a collection session on the H200 (run from the repo root on the device machine):
 #   bash benchmarks/h200_round.sh STEP...   with STEP in: tests seed autotune fidelity scaling collect nightly
 # Steps run in the order given (`tests` keeps pytest's whole output in $OUT/gpu_tests.log); `collect` (and `nightly`) get the time left until TOTAL_S (default 570 s
-# after the start). Results land in $OUT: run.log, the benchmarks' JSON, and measurements.tgz (the
-# dataset directory, to be unpacked into the checkout). TRITON_CACHE_DIR is a folder of the checkout
+# after the start). Results land in $OUT: run.log, the benchmarks' JSON, and measurements.tgz (the dataset's
+# files that the checkout lacks, as datasets/measurements/..., to be unpacked into the checkout). TRITON_CACHE_DIR is a folder of the checkout
 # that git ignores, so a warm machine keeps compiled kernels from one call to the next. RUN_ID, if set, is
 # passed to `collect` (to resume a plan under the run id it started with after the settings changed).
 # GPU, if set, is the one GPU this call uses (CUDA_VISIBLE_DEVICES): on a two-GPU machine two calls of this
@@ -12,7 +12,7 @@
 # ARGS, if set, replaces `--plan $PLAN` of `collect` (e.g. built-in families: ARGS="--family layers=70 --dtypes bf16").
 # DATASET (default .devdata/measurements, ignored by git) is where this call writes: it starts as a copy of the
 # checkout's datasets/measurements and persists on a warm machine, so the next call skips what this one measured
-# even before its archive is unpacked here. measurements.tgz holds it as datasets/measurements.
+# even before its archive is unpacked here.
 # `nightly` is the GPU half of docs/NIGHTLY.md's real night (plan, sentinels, collect; NIGHT, default today):
 # its state lands in $OUT/nightly.tgz; training, export and the report run on a machine with xgboost. The state
 # directory `nightly/` is ignored by git, so the device tool must carry it (`carry: ["nightly"]`), or the night
@@ -98,6 +98,10 @@ for step in "$@"; do
     *) say "unknown step $step" ;;
     esac
 done
-tar czf "$OUT/measurements.tgz" --transform "s,^$(basename "$DATASET"),datasets/measurements," \
-    -C "$(dirname "$DATASET")" "$(basename "$DATASET")"
-say "done"
+# Only the files this checkout lacks (the twelfth session's whole dataset outgrew what the device tool returns):
+# their paths relative to the dataset, listed outside $OUT (the tool drops names containing '=').
+NEW=$(mktemp)
+( cd "$DATASET" && find . -name '*.parquet' | while read -r f; do
+    [ -e "$OLDPWD/datasets/measurements/$f" ] || echo "$f"; done ) >"$NEW"
+tar czf "$OUT/measurements.tgz" --transform "s,^\./,datasets/measurements/," -C "$DATASET" -T "$NEW"
+say "done; $(wc -l <"$NEW") new files in measurements.tgz"
