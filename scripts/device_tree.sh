@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Keep the working tree that a device call sends under the device tool's 64 MiB (its README, "Limits").
+#   bash scripts/device_tree.sh slim     before device calls that do not need the shipped model
+#   bash scripts/device_tree.sh restore  right after them, before any commit
+#   bash scripts/device_tree.sh size     the bytes that would travel now
+# The tool sends tracked files and untracked files git does not ignore, so a tracked path can stay behind only
+# while it is out of git's index and ignored: `slim` takes SLIM_PATHS (default the shipped model, 21 MB of the
+# 65 MB the twelfth session's tree held; collecting does not load it) out of the index and into
+# .git/info/exclude; the files stay on disk. `restore` puts both back. A commit made while slim would record the
+# model as deleted: `slim` refuses to run twice and `restore` says when there is nothing to restore.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PATHS=${SLIM_PATHS:-tilecost/models/h200}
+EXCLUDE=.git/info/exclude
+MARK="# device_tree.sh slim"
+size() { { git ls-files -z; git ls-files -z -o --exclude-standard; } | du -cb --files0-from=- | tail -1 | cut -f1; }
+case ${1:-} in
+slim)
+    if grep -qF "$MARK" "$EXCLUDE" 2>/dev/null; then
+        echo "already slim (run restore first)" >&2; exit 1
+    fi
+    # shellcheck disable=SC2086  # PATHS is a list of words
+    git rm -r -q --cached -- $PATHS
+    for p in $PATHS; do printf '/%s/\n%s\n' "$p" "$MARK"; done >>"$EXCLUDE"  # each path, then the mark
+    echo "slim: $PATHS out of the index; $(size) bytes travel. Run 'bash scripts/device_tree.sh restore' before committing." ;;
+restore)
+    if ! grep -qF "$MARK" "$EXCLUDE" 2>/dev/null; then
+        echo "nothing to restore" >&2; exit 0
+    fi
+    # shellcheck disable=SC2086
+    git reset -q HEAD -- $PATHS
+    python3 - "$EXCLUDE" "$MARK" <<'EOF'
+import sys
+path, mark = sys.argv[1], sys.argv[2]
+lines = open(path).read().splitlines()
+keep = [l for i, l in enumerate(lines) if l != mark and not (i + 1 < len(lines) and lines[i + 1] == mark)]
+open(path, "w").write("".join(l + "\n" for l in keep))
+EOF
+    echo "restored: $PATHS back in the index; $(size) bytes travel." ;;
+size) echo "$(size) bytes travel (limit 67108864)" ;;
+*) echo "usage: bash scripts/device_tree.sh slim|restore|size" >&2; exit 2 ;;
+esac
