@@ -73,13 +73,14 @@ def test_the_answer_is_the_best_of_the_first_members_of_the_shape_list(artifact:
 def test_a_late_best_has_the_rest_of_the_list_scored(artifact: Path) -> None:
     """Width 4, extending from position 1: a shape whose best among the first four members is not the
     list's first is answered with the best of the whole list (and ``rank`` ranks what the answer came
-    from); one whose best is the first keeps it. Without extending, the first four alone decide."""
+    from); one whose best is the first keeps it. Without extending, the first four alone decide; a head with no
+    feasible member sends both to every candidate."""
     extending = Predictor.load(artifact, triton_version=None, shortlist_width=4, extend_from=1)
     plain = Predictor.load(artifact, triton_version=None, shortlist_width=4, extend_from=None)
     group = extending._group(tilecost.DType.BF16, tilecost.Layout.NT)
     assert group.shortlist is not None
     position = {config: index for index, config in enumerate(group.scorer.space)}
-    seen = {"extended": 0, "kept": 0}
+    seen = {"extended": 0, "kept": 0, "empty head": 0}
     for m, n, k in [(300, 5000, 4096), (64, 4096, 4096), (1000, 1000, 1000), (8, 2048, 8192), (2048, 512, 300),
                     (128, 128, 128), (4096, 4096, 512), (17, 3000, 700)]:  # fmt: skip
         problem = Problem(m, n, k)
@@ -87,7 +88,15 @@ def test_a_late_best_has_the_rest_of_the_list_scored(artifact: Path) -> None:
         exhaustive = [
             p for p in plain.rank(problem, 10_000, exhaustive=True, measured=False) if position[p.config] in row
         ]
-        head_best = next(p for p in exhaustive if position[p.config] in row[:4])
+        head = [p for p in exhaustive if position[p.config] in row[:4]]
+        if not head:  # no feasible member in the head (64×4096×4096 since the twelfth session's refit):
+            # both answer from every candidate, as a shape clipped into an edge cell does
+            everything = plain.rank(problem, 1, exhaustive=True, measured=False)[0]
+            for predictor in (plain, extending):
+                assert predictor.predict_best(problem, measured=False).config == everything.config
+            seen["empty head"] += 1
+            continue
+        head_best = head[0]
         late = row.index(position[head_best.config]) >= 1 and len(row) > 4
 
         answer = extending.predict_best(problem, measured=False)
@@ -95,7 +104,11 @@ def test_a_late_best_has_the_rest_of_the_list_scored(artifact: Path) -> None:
         assert plain.predict_best(problem, measured=False).config == head_best.config
         expected = exhaustive[0] if late else head_best
         assert answer.config == expected.config and answer.time_us == pytest.approx(expected.time_us)
-        assert extending.rank(problem, 2, measured=False)[0] == answer
+        # rank scores the whole set it ranks at once, predict_best head and tail apart: the sums may differ in
+        # the last bit (one problem of this list since the twelfth session's refit): the time is compared approximately
+        first = extending.rank(problem, 2, measured=False)[0]
+        assert first.config == answer.config and first.time_us == pytest.approx(answer.time_us, rel=1e-12)
+        assert (first.source, first.ood) == (answer.source, answer.ood)
         seen["extended" if late else "kept"] += 1
     assert seen["extended"] and seen["kept"], seen
     with pytest.raises(ValueError, match="extend_from=-1 is not allowed"):

@@ -48,9 +48,9 @@ class TrainingRows:
             out[str(g)] = float(times[pos].min() / times[pos][int(np.argmin(predicted[pos]))])
         return out
 
-    def fit(self, index: np.ndarray) -> CostModel:
-        """A cost model of the shipped settings fitted on the rows ``index`` (:func:`fit_rows`)."""
-        return fit_rows(CostModel(), self.rows.iloc[index], self.device, X=self.X[index])
+    def fit(self, index: np.ndarray, model: CostModel | None = None) -> CostModel:
+        """A cost model (``model``, default the shipped settings) fitted on the rows ``index`` (:func:`fit_rows`)."""
+        return fit_rows(model or CostModel(), self.rows.iloc[index], self.device, X=self.X[index])
 
     def cv_arms(
         self,
