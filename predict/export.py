@@ -73,7 +73,7 @@ def prepare_artifact_files(
     samples: int = 384_000,
     top_n: int = 8,
     list_width: int = 64,
-    default_width: int = 22,
+    default_width: int = 8,
     validation: int = 2_000,
     seed: int = 0,
     workers: int | None = None,
@@ -91,10 +91,10 @@ def prepare_artifact_files(
     get fewer samples: on the first H200 model (one group), 24,000 samples instead of 48,000 lowered
     containment at width 16 from 0.80 to 0.73. A group with few training problems has most of its
     shapes flagged out of distribution anyway.
-    ``default_width`` is how many members of a list the predictor scores unless told otherwise (22:
-    on the 61-held-out H200 model with these lists, ~19 feasible rows, new-shape p50 87-89 µs
-    against 93 µs at 24 members on this 2-core machine, for 83.3% agreement with scoring every
-    candidate on random shapes against 83.7%, and the same on held-out problems);
+    ``default_width`` is how many members of a list the predictor scores unless told otherwise (8 since
+    the twelfth session: with trees of depth 10, 22 members took new-shape p50 136 µs on this 2-core
+    machine, 8 members 74 µs, for a measured held-out top-1 of 0.951 against 0.952 (geometric mean;
+    BENCHMARKS §5); until then 22, chosen on the 61-held-out model for p50 87-89 µs and 83.3% agreement);
     ``validation`` shapes, drawn apart from the samples, measure how often a list holds the full
     model's best (ranking every candidate). The samples' rankings are the full model's among the
     ``prescore_keep`` best candidates of the model's first ``prescore_trees`` trees

@@ -7,7 +7,9 @@ have moved. Grouped 5-fold CV over the training problems, per fold seed, each ar
 on the same fit folds; every test problem judged on the configurations it timed. The held-out problems are not
 used. The predictor's latency grows with the trees scored (BENCHMARKS §5), so a gain here is weighed against it.
 
-    .venv/bin/python benchmarks/experiments/capacity_cv.py [SEEDS [FIRST]]    (~12 min per fold seed, 2 cores)
+    .venv/bin/python benchmarks/experiments/capacity_cv.py [SEEDS [FIRST [ARMS]]]    (~6 min per fold seed, 2 cores)
+
+ARMS (comma separated, default shipped,600d8,600d10): also 300d10 (depth 10 at the shipped tree count and rate).
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from tilecost.train.model import CostModel
 
 seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-ARMS = {
-    "shipped (300 trees, depth 8)": {},
-    "600 trees, depth 8": {"n_estimators": 600},
-    "600 trees, depth 10, lr 0.05": {"n_estimators": 600, "max_depth": 10, "learning_rate": 0.05},
+KNOWN = {
+    "shipped": ("shipped (300 trees, depth 8)", {}),
+    "600d8": ("600 trees, depth 8", {"n_estimators": 600}),
+    "600d10": ("600 trees, depth 10, lr 0.05", {"n_estimators": 600, "max_depth": 10, "learning_rate": 0.05}),
+    "300d10": ("300 trees, depth 10", {"max_depth": 10}),
 }
+chosen = sys.argv[3].split(",") if len(sys.argv) > 3 else ["shipped", "600d8", "600d10"]
+ARMS = dict(KNOWN[name] for name in chosen)
 data = TrainingRows.load()
 problems = np.unique(data.groups)
 big_m = {str(g) for g in problems if int(str(g).split("x", 1)[0]) > 64}
