@@ -9,7 +9,9 @@ used. The predictor's latency grows with the trees scored (BENCHMARKS §5), so a
 
     .venv/bin/python benchmarks/experiments/capacity_cv.py [SEEDS [FIRST [ARMS]]]    (~6 min per fold seed, 2 cores)
 
-ARMS (comma separated, default shipped,600d8,600d10): also 300d10 (depth 10 at the shipped tree count and rate).
+ARMS (comma separated, default shipped,600d8,600d10): also 300d10 (depth 10 at 300 trees and rate 0.1). The
+logs of the twelfth session were printed by the first form of this script (its own CV loop, the same folds and
+fits; arms named in words).
 """
 
 from __future__ import annotations
@@ -17,42 +19,21 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 from training_rows import TrainingRows
-
-from tilecost.train.model import CostModel
 
 seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-KNOWN = {
-    "shipped": ("shipped (300 trees, depth 8)", {}),
-    "600d8": ("600 trees, depth 8", {"n_estimators": 600}),
-    "600d10": ("600 trees, depth 10, lr 0.05", {"n_estimators": 600, "max_depth": 10, "learning_rate": 0.05}),
-    "300d10": ("300 trees, depth 10", {"max_depth": 10}),
+KNOWN = {  # CostModel settings; "shipped" was 300 trees of depth 8 at rate 0.1 when this ran
+    "shipped": {"max_depth": 8},
+    "600d8": {"n_estimators": 600, "max_depth": 8},
+    "600d10": {"n_estimators": 600, "max_depth": 10, "learning_rate": 0.05},
+    "300d10": {"max_depth": 10},
 }
 chosen = sys.argv[3].split(",") if len(sys.argv) > 3 else ["shipped", "600d8", "600d10"]
-ARMS = dict(KNOWN[name] for name in chosen)
 data = TrainingRows.load()
 problems = np.unique(data.groups)
 big_m = {str(g) for g in problems if int(str(g).split("x", 1)[0]) > 64}
-print(f"{len(problems)} training problems ({len(big_m)} with M > 64); arms: {', '.join(ARMS)}", flush=True)
-scores: dict[str, list[float]] = {a: [] for a in ARMS}
-scores_big: dict[str, list[float]] = {a: [] for a in ARMS}
-for seed in range(first, first + seeds):
-    per_seed: dict[str, list[float]] = {a: [] for a in ARMS}
-    for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
-        in_fit = np.isin(data.groups, problems[fit_p])
-        fit_i, test_i = np.flatnonzero(in_fit), np.flatnonzero(~in_fit)
-        for arm, settings in ARMS.items():
-            pred = data.fit(fit_i, CostModel(**settings)).predict(data.X[test_i])
-            for g, fr in data.top1_by_problem(test_i, pred).items():
-                per_seed[arm].append(fr)
-                scores[arm].append(fr)
-                if g in big_m:
-                    scores_big[arm].append(fr)
-    line = ", ".join(f"{a.split(' (')[0]} {np.exp(np.log(v).mean()):.3f}" for a, v in per_seed.items())
-    print(f"fold seed {seed}: {line}", flush=True)
-for arm in ARMS:
-    a, b = np.array(scores[arm]), np.array(scores_big[arm])
-    print(f"{arm:<30}: all {np.exp(np.log(a).mean()):.3f} ({int((a < 0.9).sum())}/{len(a)} below 0.90), "
-          f"M > 64 {np.exp(np.log(b).mean()):.3f}")  # fmt: skip
+print(f"{len(problems)} training problems ({len(big_m)} with M > 64); arms: {', '.join(chosen)}", flush=True)
+every_row = np.ones(len(data.rows), bool)
+data.cv_arms(lambda seed: dict.fromkeys(chosen, every_row), {"all": lambda g: True, "M > 64": lambda g: g in big_m},
+             range(first, first + seeds), settings={name: KNOWN[name] for name in chosen})  # fmt: skip

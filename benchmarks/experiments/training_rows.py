@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,11 +58,13 @@ class TrainingRows:
         arms: Callable[[int], Mapping[str, np.ndarray]],
         subsets: Mapping[str, Callable[[str], bool]],
         seeds: Sequence[int],
+        settings: Mapping[str, Mapping[str, Any]] = {},
     ) -> dict[str, dict[str, list[float]]]:
         """Grouped 5-fold CV over the training problems, once per fold seed: each arm (a row mask from
-        ``arms(seed)``) fits a model on the fit folds' rows it keeps, and every test problem's top-1 within
-        its timed configurations is recorded under each subset (named predicate on the problem key) it is
-        in. Prints one line per fold seed (every test problem) and a summary per arm; returns the scores."""
+        ``arms(seed)``) fits a model (CostModel of ``settings[arm]``, default the shipped settings) on the fit
+        folds' rows it keeps, and every test problem's top-1 within its timed configurations is recorded under
+        each subset (named predicate on the problem key) it is in. Prints one line per fold seed (every test
+        problem) and a summary per arm; returns the scores."""
         problems = np.unique(self.groups)
         scores: dict[str, dict[str, list[float]]] = {}
         for seed in seeds:
@@ -71,7 +74,8 @@ class TrainingRows:
                 in_fit = np.isin(self.groups, problems[fit_p])
                 test_i = np.flatnonzero(~in_fit)
                 for arm, keep in masks.items():
-                    pred = self.fit(np.flatnonzero(in_fit & keep)).predict(self.X[test_i])
+                    model = CostModel(**settings.get(arm, {}))
+                    pred = self.fit(np.flatnonzero(in_fit & keep), model).predict(self.X[test_i])
                     for g, fr in self.top1_by_problem(test_i, pred).items():
                         for name, member in subsets.items():
                             if member(g):
