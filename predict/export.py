@@ -25,7 +25,7 @@ bf16 space. Pass
 ``scorer=booster.inplace_predict``: 2-4 µs a row for 300 trees of depth 8 in large batches, where
 the numpy evaluator takes ~7 µs; with ``metadata.level_trees`` it must score the main trees only
 (``booster.inplace_predict(x, iteration_range=(0, main trees))``: the level trees are added once per problem,
-as the predictor does). It is checked against the numpy evaluation of ``model_json`` first,
+as the predictor does). It is checked against the numpy evaluation of ``model`` first,
 and called from ``workers`` threads at once (default: one per CPU; XGBoost predicts thread-safely
 and releases the GIL). With the defaults an export takes ~9-10 minutes on this 2-core machine. Tests
 should pass ``samples=64, validation=16`` or so.
@@ -64,7 +64,7 @@ _MIN_GROUP_VALIDATION = 500
 
 
 def prepare_artifact_files(
-    model_json: bytes,
+    model: bytes,
     metadata: ArtifactMetadata,
     *,
     scorer: Scorer | None = None,
@@ -111,7 +111,7 @@ def prepare_artifact_files(
     """
     if tuple(metadata.feature_names) != FEATURE_NAMES or metadata.feature_schema_version != FEATURE_SCHEMA_VERSION:
         raise ArtifactError("metadata's feature list or feature schema version is not this tilecost's")
-    ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    ensemble = TreeEnsemble.from_model(model, FEATURE_NAMES)
     device = load_device(metadata.device_class)
     domain = OODChecker.from_metadata(metadata.domain, metadata.ood)
     groups: dict[str, list[Problem]] = {}
@@ -207,5 +207,5 @@ def _checked(scorer: Scorer, ensemble: TreeEnsemble, device: Any, groups: Mappin
     theirs = np.asarray(scorer(rows), dtype=np.float64)
     ours = ensemble.predict(rows)
     if theirs.shape != ours.shape or not np.allclose(theirs, ours, rtol=1e-5, atol=1e-4):
-        raise ArtifactError("scorer's predictions differ from model_json's trees; pass the booster that wrote it")
+        raise ArtifactError("scorer's predictions differ from the booster's trees; pass the booster that wrote it")
     return scorer

@@ -58,7 +58,7 @@ from tilecost.errors import ArtifactError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.problem import DType, Layout, Problem
 
-from .artifact import MODEL_FILE, ArtifactMetadata, load_artifact
+from .artifact import ArtifactMetadata, load_artifact
 from .dispatch import DispatchRule
 from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
 from .ood import FlagRule, OODChecker, OODReason, OODVerdict
@@ -278,7 +278,7 @@ class Predictor:
         """
         directory = _artifact_directory(source)
         metadata, blobs = load_artifact(directory, FEATURE_NAMES, FEATURE_SCHEMA_VERSION)
-        ensemble = TreeEnsemble.from_json(blobs[MODEL_FILE], tuple(metadata.feature_names))
+        ensemble = TreeEnsemble.from_model(blobs[metadata.model_file], tuple(metadata.feature_names))
         level = None
         if metadata.level_trees:  # the last trees give each problem's level: walked once per query, not per row
             if metadata.level_trees >= ensemble.num_trees:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import asdict
@@ -27,16 +28,50 @@ def _resave(directory: Path, *, metadata: dict | None = None, files: dict[str, b
     """Rewrite an artifact with changed metadata fields or files, with fresh checksums."""
     meta, blobs = load_artifact(directory)
     meta = ArtifactMetadata(**{**asdict(meta), **(metadata or {})})
-    model = blobs.pop("model.json")
+    model = blobs.pop(meta.model_file)
     blobs.update(files or {})
     return save_artifact(directory, model, meta, blobs)
 
 
 def test_a_changed_byte_fails_the_checksum(copy: Path) -> None:
-    model = copy / "model.json"
-    model.write_bytes(model.read_bytes().replace(b'"split_conditions":[', b'"split_conditions":[1', 1))
+    model = copy / "model.ubj"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 1
+    model.write_bytes(bytes(data))
 
-    with pytest.raises(ArtifactError, match="model.json does not match its checksum"):
+    with pytest.raises(ArtifactError, match="model.ubj does not match its checksum"):
+        Predictor.load(copy)
+
+
+def test_a_schema_version_1_artifact_with_a_json_booster_still_loads(copy: Path, artifact: Path) -> None:
+    import xgboost as xgb
+
+    meta, blobs = load_artifact(copy)
+    as_json = bytes(xgb.Booster(model_file=bytearray(blobs.pop(meta.model_file))).save_raw("json"))
+    (copy / "model.ubj").unlink()
+    save_artifact(copy, as_json, meta, blobs)
+    (copy / "metadata.json").write_text(json.dumps({**json.loads((copy / "metadata.json").read_text()),
+                                                    "artifact_schema_version": 1}))  # fmt: skip
+    shape = (3000, 5000, 700)
+
+    old = Predictor.load(copy)
+
+    assert load_artifact(copy)[0].model_file == "model.json"
+    assert old.predict_best(shape, measured=False) == Predictor.load(artifact).predict_best(shape, measured=False)
+
+
+def test_a_sidecar_must_list_exactly_one_booster_file(copy: Path) -> None:
+    meta = json.loads((copy / "metadata.json").read_text())
+    (copy / "model.json").write_bytes(b"{}")
+    both = {**meta["files"], "model.json": hashlib.sha256(b"{}").hexdigest()}
+    (copy / "metadata.json").write_text(json.dumps({**meta, "files": both}))
+
+    with pytest.raises(ArtifactError, match=r"must list one booster file \(model.ubj or model.json\)"):
+        Predictor.load(copy)
+
+    none = {k: v for k, v in meta["files"].items() if k != "model.ubj"}
+    (copy / "metadata.json").write_text(json.dumps({**meta, "files": none}))
+    with pytest.raises(ArtifactError, match="it lists none"):
         Predictor.load(copy)
 
 
@@ -111,11 +146,11 @@ def test_another_triton_version_flags_every_answer_or_refuses_when_strict(artifa
 def test_without_shortlists_every_candidate_is_scored(copy: Path) -> None:
     meta, blobs = load_artifact(copy)
     files = {
-        name: data for name, data in blobs.items() if name not in ("predictor.json", "shortlists.npz", "model.json")
+        name: data for name, data in blobs.items() if name not in ("predictor.json", "shortlists.npz", meta.model_file)
     }
     for name in ("predictor.json", "shortlists.npz", "metadata.json"):
         (copy / name).unlink()
-    save_artifact(copy, blobs["model.json"], ArtifactMetadata(**{**asdict(meta), "files": {}}), files)
+    save_artifact(copy, blobs[meta.model_file], ArtifactMetadata(**{**asdict(meta), "files": {}}), files)
     predictor = Predictor.load(copy)
 
     answer = predictor.predict_best((1000, 1000, 1000), measured=False)

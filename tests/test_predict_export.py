@@ -28,7 +28,10 @@ TINY = {"step_log2": 40.0, "top_n": 3, "samples": 24, "validation": 8, "list_wid
 
 @pytest.fixture(scope="module")
 def model_json(artifact: Path) -> bytes:
-    return (artifact / "model.json").read_bytes()
+    """The fixture artifact's booster (stored as UBJSON) in XGBoost's JSON format."""
+    import xgboost as xgb
+
+    return bytes(xgb.Booster(model_file=bytearray((artifact / "model.ubj").read_bytes())).save_raw("json"))
 
 
 @pytest.fixture(scope="module")

@@ -147,7 +147,7 @@ def build_fixture_artifact(
     files = prepare_artifact_files(model_json, metadata, scorer=booster.inplace_predict, **settings)
     if measured:
         files["measured.json"] = measured_json(data, training)
-    return save_artifact(directory, model_json, metadata, files)
+    return save_artifact(directory, bytes(booster.save_raw("ubj")), metadata, files)  # as exports write it
 
 
 def heldout_fractions(data: Dataset, model_json: bytes, problems: list[Problem]) -> list[float]:

@@ -42,7 +42,10 @@ def _jit_as_installed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def model_json(artifact: Path) -> bytes:
-    return (artifact / "model.json").read_bytes()
+    """The fixture artifact's booster (stored as UBJSON) in XGBoost's JSON format."""
+    import xgboost as xgb
+
+    return bytes(xgb.Booster(model_file=bytearray((artifact / "model.ubj").read_bytes())).save_raw("json"))
 
 
 def _rows(data: Dataset, count: int, seed: int) -> np.ndarray:
@@ -289,8 +292,8 @@ def test_an_artifact_with_level_trees_answers_with_them_and_a_bad_count_is_refus
     from tilecost.predict.artifact import load_artifact, save_artifact
 
     metadata, blobs = load_artifact(artifact)
-    model_json = _with_level_trees(dataset, blobs["model.json"])
-    extra = {name: data for name, data in blobs.items() if name != "model.json"}
+    model_json = _with_level_trees(dataset, blobs[metadata.model_file])  # saved as JSON: model.json
+    extra = {name: data for name, data in blobs.items() if name != metadata.model_file}
     save_artifact(tmp_path / "level", model_json, dataclasses.replace(metadata, level_trees=15), extra)
     predictor = Predictor.load(tmp_path / "level", triton_version=None)
     assert predictor.level is not None and predictor.level.num_trees == 15

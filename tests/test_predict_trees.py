@@ -23,7 +23,8 @@ xgb = pytest.importorskip("xgboost")
 
 @pytest.fixture(scope="module")
 def model_json(artifact: Path) -> bytes:
-    return (artifact / "model.json").read_bytes()
+    """The fixture artifact's booster (stored as UBJSON) in XGBoost's JSON format."""
+    return bytes(xgb.Booster(model_file=bytearray((artifact / "model.ubj").read_bytes())).save_raw("json"))
 
 
 def _rows(data: Dataset, count: int, seed: int = 0) -> np.ndarray:
@@ -50,6 +51,18 @@ def test_missing_values_take_each_node_default_direction(dataset: Dataset, model
     ours = TreeEnsemble.from_json(model_json).predict(rows)
 
     np.testing.assert_allclose(ours, booster.inplace_predict(rows), rtol=1e-5, atol=1e-5)
+
+
+def test_ubjson_and_json_of_one_booster_give_the_same_trees(artifact: Path, model_json: bytes) -> None:
+    ubj = (artifact / "model.ubj").read_bytes()
+
+    from_ubj, from_json = TreeEnsemble.from_model(ubj, FEATURE_NAMES), TreeEnsemble.from_model(model_json)
+
+    for name in ("feature", "threshold", "left", "default_left", "is_leaf", "value", "roots"):
+        np.testing.assert_array_equal(getattr(from_ubj, name), getattr(from_json, name), err_msg=name)
+    assert (from_ubj.base_score, from_ubj.depth) == (from_json.base_score, from_json.depth)
+    with pytest.raises(ArtifactError, match="model.ubj is not an XGBoost UBJSON model: UBJSON: the data ends"):
+        TreeEnsemble.from_model(ubj[: len(ubj) // 2])
 
 
 def test_single_rows_equal_the_batch(dataset: Dataset, model_json: bytes) -> None:

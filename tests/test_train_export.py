@@ -21,8 +21,8 @@ PARAMS = {"n_estimators": 30, "max_depth": 4, "n_jobs": 1}
 CALLS: list[tuple[bytes, object]] = []
 
 
-def _fake_prepare(model_json: bytes, metadata: object, **_: object) -> dict[str, bytes]:
-    CALLS.append((model_json, metadata))
+def _fake_prepare(model: bytes, metadata: object, **_: object) -> dict[str, bytes]:
+    CALLS.append((model, metadata))
     return {"predictor.json": b'{"format": 1}'}
 
 
@@ -45,7 +45,7 @@ def test_artifact_round_trips_with_checksums(exported) -> None:
     metadata, blobs = load_artifact(directory, tuple(FEATURE_NAMES), FEATURE_SCHEMA_VERSION)
 
     assert set(blobs) == {MODEL_FILE, MEASURED_FILE, "predictor.json"}
-    assert blobs[MODEL_FILE] == result.model.model_json()
+    assert MODEL_FILE == "model.ubj" and blobs[MODEL_FILE] == result.model.model_ubjson()  # the compact format
     assert metadata.target == "log_time_over_roofline"
     assert metadata.device_class == "h200" and metadata.triton_version == "3.6.0"
     assert metadata.fingerprint["gpu_name"] == "NVIDIA H200"
@@ -59,9 +59,9 @@ def test_artifact_round_trips_with_checksums(exported) -> None:
 def test_predictor_files_are_prepared_from_the_exported_model_and_metadata(exported) -> None:
     _, _, result = exported
 
-    model_json, metadata = CALLS[-1]
+    model, metadata = CALLS[-1]
 
-    assert model_json == result.model.model_json()
+    assert model == result.model.model_ubjson()
     assert metadata.domain["problems"] == sorted(p.key for p in TRAIN_PROBLEMS)
 
 

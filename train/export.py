@@ -150,11 +150,11 @@ def build_metadata(
     )
 
 
-def _predictor_files(model_json: bytes, metadata: ArtifactMetadata, scorer: Any = None) -> dict[str, bytes]:
+def _predictor_files(model: bytes, metadata: ArtifactMetadata, scorer: Any = None) -> dict[str, bytes]:
     """Files :func:`tilecost.predict.prepare_artifact_files` precomputes, if that function exists.
 
     ``scorer`` (the booster's ``inplace_predict``) is passed when the function takes one: it scores
-    the shortlists' sample shapes about 20x faster than evaluating the JSON trees in numpy, and the
+    the shortlists' sample shapes about 20x faster than evaluating the trees in numpy, and the
     function checks it against them first.
     """
     prepare = _predict_function("prepare_artifact_files")
@@ -162,9 +162,7 @@ def _predictor_files(model_json: bytes, metadata: ArtifactMetadata, scorer: Any 
         return {}
     accepts_scorer = "scorer" in inspect.signature(prepare).parameters
     files = (
-        prepare(model_json, metadata, scorer=scorer)
-        if scorer is not None and accepts_scorer
-        else prepare(model_json, metadata)
+        prepare(model, metadata, scorer=scorer) if scorer is not None and accepts_scorer else prepare(model, metadata)
     )
     if not isinstance(files, Mapping) or not all(isinstance(v, bytes) for v in files.values()):
         raise TypeError("tilecost.predict.prepare_artifact_files must return a dict of file name -> bytes")
@@ -173,19 +171,20 @@ def _predictor_files(model_json: bytes, metadata: ArtifactMetadata, scorer: Any 
 
 def export_artifact(
     directory: str | Path,
-    model_json: bytes,
+    model: bytes,
     metadata: ArtifactMetadata,
     measured: Mapping[str, Mapping[str, Any]],
     *,
     scorer: Any = None,
 ) -> tuple[Path, list[str]]:
     """Write the artifact to ``directory``; returns it and the names of the files written besides
-    the booster and the sidecar. ``scorer``: see :func:`_predictor_files`."""
+    the booster and the sidecar. ``model``: the booster's UBJSON (written as ``model.ubj``) or JSON
+    (``model.json``), as ``Booster.save_raw`` gives them. ``scorer``: see :func:`_predictor_files`."""
     extra = {MEASURED_FILE: json.dumps(measured, indent=1, sort_keys=True).encode()}
-    predictor = _predictor_files(model_json, metadata, scorer)
+    predictor = _predictor_files(model, metadata, scorer)
     clash = sorted(set(predictor) & set(extra))
     if clash:
         raise ValueError(f"prepare_artifact_files returned {clash}, which training writes itself")
     extra.update(predictor)
-    path = save_artifact(directory, model_json, metadata, extra)
+    path = save_artifact(directory, model, metadata, extra)
     return path, sorted(extra)

@@ -28,11 +28,11 @@ def load_artifact_model(directory: str | Path) -> tuple[CostModel, Any]:
     """The fitted :class:`CostModel` of an artifact directory and its metadata."""
     import xgboost as xgb
 
-    from tilecost.predict.artifact import MODEL_FILE, load_artifact
+    from tilecost.predict.artifact import load_artifact
 
     metadata, blobs = load_artifact(directory, tuple(FEATURE_NAMES), FEATURE_SCHEMA_VERSION)
     booster = xgb.Booster()
-    booster.load_model(bytearray(blobs[MODEL_FILE]))
+    booster.load_model(bytearray(blobs[metadata.model_file]))
     return CostModel.from_booster(booster, metadata.target, metadata.level_trees), metadata
 
 

@@ -481,9 +481,14 @@ class CostModel:
 
     # ------------------------------------------------------------------ interchange
     def model_json(self) -> bytes:
-        """The booster in XGBoost's JSON model format (what the artifact stores)."""
+        """The booster in XGBoost's JSON model format."""
         self._check_fitted()
         return bytes(self.booster_.save_raw("json"))
+
+    def model_ubjson(self) -> bytes:
+        """The booster in XGBoost's UBJSON model format (what an exported artifact stores: ``model.ubj``)."""
+        self._check_fitted()
+        return bytes(self.booster_.save_raw("ubj"))
 
     @classmethod
     def from_booster(cls, booster: Any, target: str, level_trees: int = 0) -> CostModel:

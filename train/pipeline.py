@@ -340,7 +340,7 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path) -> None:
         return booster.inplace_predict(x, iteration_range=(0, main_trees))
 
     path, files = export_artifact(
-        directory, result.model.model_json(), metadata, measured_database(candidate_rows(m.frame)), scorer=scorer
+        directory, result.model.model_ubjson(), metadata, measured_database(candidate_rows(m.frame)), scorer=scorer
     )
     result.artifact_dir = path
     result.artifact_files = files
