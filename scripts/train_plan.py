@@ -27,35 +27,59 @@ from tilecost.collect.compile import problem_pattern
 from tilecost.collect.plans import is_heldout, plan_family
 from tilecost.problem import DType, Layout
 
-dtype, layout, count, patterns = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
-seed = int(sys.argv[5]) if len(sys.argv) > 5 else 53
-max_flop = float(sys.argv[6]) if len(sys.argv) > 6 else 2e10
-wanted = sys.argv[7].split(",") if len(sys.argv) > 7 else ["layers", "random", "decode", "unaligned"]
-measured = set(
-    ds.dataset("datasets/measurements", partitioning="hive")
-    .to_table(columns=["problem_key"], filter=(ds.field("dtype") == dtype) & (ds.field("layout") == layout))
-    .column("problem_key")
-    .to_pylist()
-)
-plan: list[dict] = []
-seen: set[str] = set()
-pool = {"layers": 400, "random": 800, "decode": 200, "unaligned": 200, "aligned": 800}  # draws per family
-draws = {f: iter(plan_family(f, pool[f], DType(dtype), Layout(layout), seed)) for f in wanted}
-while len(plan) < count and draws:
-    for family in list(draws):  # one problem of each family in turn, so that no family fills the plan alone
-        for p in draws[family]:
-            if p.key in measured or p.key in seen or is_heldout(p) or 2 * p.m * p.n * p.k > max_flop:
-                continue
-            if problem_pattern(p).split("-", 2)[2] not in patterns:
-                continue
-            seen.add(p.key)
-            plan.append(dict(m=p.m, n=p.n, k=p.k, dtype=dtype, layout=layout, family=f"train-{family}", role="train"))
-            break
-        else:
-            del draws[family]  # this family has no more problems that qualify
-        if len(plan) >= count:
-            break
-path = Path(f"datasets/plans/train-{dtype}-{layout}-seed{seed}.json")
-path.write_text(json.dumps(plan, indent=0) + "\n")
-families = {f: sum(e["family"] == f for e in plan) for f in sorted({e["family"] for e in plan})}
-print(f"{path}: {len(plan)} training problems {families}")
+FAMILIES = ["layers", "random", "decode", "unaligned"]
+POOL = {"layers": 400, "random": 800, "decode": 200, "unaligned": 200, "aligned": 800}  # draws per family
+
+
+def measured_keys(dtype: str, layout: str, dataset: str = "datasets/measurements") -> set[str]:
+    """The problem keys of one dtype × layout that ``dataset`` holds."""
+    table = ds.dataset(dataset, partitioning="hive").to_table(
+        columns=["problem_key"], filter=(ds.field("dtype") == dtype) & (ds.field("layout") == layout)
+    )
+    return set(table.column("problem_key").to_pylist())
+
+
+def draw_training_plan(
+    dtype: str,
+    layout: str,
+    count: int,
+    patterns: list[str],
+    seed: int = 53,
+    max_flop: float = 2e10,
+    families: list[str] = FAMILIES,
+    exclude: set[str] = frozenset(),  # type: ignore[assignment]
+) -> list[dict]:
+    """Up to ``count`` plan entries of new training problems (the rules of this script's docstring); problem keys
+    in ``exclude`` (or already measured) are skipped."""
+    skip = measured_keys(dtype, layout) | set(exclude)
+    plan: list[dict] = []
+    seen: set[str] = set()
+    draws = {f: iter(plan_family(f, POOL[f], DType(dtype), Layout(layout), seed)) for f in families}
+    while len(plan) < count and draws:
+        for family in list(draws):  # one problem of each family in turn, so that no family fills the plan alone
+            for p in draws[family]:
+                if p.key in skip or p.key in seen or is_heldout(p) or 2 * p.m * p.n * p.k > max_flop:
+                    continue
+                if problem_pattern(p).split("-", 2)[2] not in patterns:
+                    continue
+                seen.add(p.key)
+                plan.append(dict(m=p.m, n=p.n, k=p.k, dtype=dtype, layout=layout, family=f"train-{family}",
+                                 role="train"))  # fmt: skip
+                break
+            else:
+                del draws[family]  # this family has no more problems that qualify
+            if len(plan) >= count:
+                break
+    return plan
+
+
+if __name__ == "__main__":
+    dtype, layout, count, patterns = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
+    seed = int(sys.argv[5]) if len(sys.argv) > 5 else 53
+    max_flop = float(sys.argv[6]) if len(sys.argv) > 6 else 2e10
+    wanted = sys.argv[7].split(",") if len(sys.argv) > 7 else FAMILIES
+    plan = draw_training_plan(dtype, layout, count, patterns, seed, max_flop, wanted)
+    path = Path(f"datasets/plans/train-{dtype}-{layout}-seed{seed}.json")
+    path.write_text(json.dumps(plan, indent=0) + "\n")
+    families = {f: sum(e["family"] == f for e in plan) for f in sorted({e["family"] for e in plan})}
+    print(f"{path}: {len(plan)} training problems {families}")
