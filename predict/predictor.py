@@ -380,7 +380,8 @@ class Predictor:
 
         From the shape's shortlist unless ``exhaustive`` (or the shortlist has fewer than ``k``
         feasible members), then from every candidate. A measured problem's measured best comes first
-        unless ``measured=False``.
+        unless ``measured=False``. Where the first is the configuration :meth:`predict_best` answers
+        (``measured=False``), it is that same :class:`Prediction`.
         """
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"k={k!r} is not allowed; use an int >= 1")
@@ -390,12 +391,17 @@ class Predictor:
         indices, times = group.scorer.ranked(problem, candidates)
         if len(indices) < k and candidates is not group.scorer.everything:
             indices, times = group.scorer.ranked(problem)
-        verdict = self.predict_best(problem, measured=False).ood  # the model's verdict, as predict_best gives it
+        answer = self.predict_best(problem, measured=False)
+        verdict = answer.ood  # the model's verdict, as predict_best gives it
         space = group.scorer.space
         out = [
             Prediction(problem, space[i], float(t), Source.MODEL, verdict)
             for i, t in zip(indices[:k], times[:k], strict=True)
         ]
+        if out and out[0].config == answer.config:
+            # predict_best's own answer: it scores the head and the tail of a list apart, rank the whole set at
+            # once, so their sums of the same trees could differ in the last bit of time_us
+            out[0] = answer
         best = self._measured(problem, self.ood.verdict(problem)) if measured else None
         if best is not None:
             out = [best, *(p for p in out if p.config != best.config)][:k]

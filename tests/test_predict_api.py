@@ -104,11 +104,10 @@ def test_a_late_best_has_the_rest_of_the_list_scored(artifact: Path) -> None:
         assert plain.predict_best(problem, measured=False).config == head_best.config
         expected = exhaustive[0] if late else head_best
         assert answer.config == expected.config and answer.time_us == pytest.approx(expected.time_us)
-        # rank scores the whole set it ranks at once, predict_best head and tail apart: the sums may differ in
-        # the last bit (one problem of this list since the twelfth session's refit): the time is compared approximately
-        first = extending.rank(problem, 2, measured=False)[0]
-        assert first.config == answer.config and first.time_us == pytest.approx(answer.time_us, rel=1e-12)
-        assert (first.source, first.ood) == (answer.source, answer.ood)
+        # rank scores the whole set it ranks at once, predict_best head and tail apart, so their sums could differ
+        # in the last bit (one problem of this list after the twelfth session's refit): rank's first is
+        # predict_best's own answer
+        assert extending.rank(problem, 2, measured=False)[0] == answer
         seen["extended" if late else "kept"] += 1
     assert seen["extended"] and seen["kept"], seen
     with pytest.raises(ValueError, match="extend_from=-1 is not allowed"):
