@@ -4,8 +4,9 @@
 #   bash scripts/device_tree.sh restore  right after them, before any commit
 #   bash scripts/device_tree.sh size     the bytes that would travel now
 # The tool sends tracked files and untracked files git does not ignore, so a tracked path can stay behind only
-# while it is out of git's index and ignored: `slim` takes SLIM_PATHS (default the shipped model, 44 MB of the
-# 90 MB the tree held after the twelfth session; collecting does not load it) out of the index and into
+# while it is out of git's index and ignored: `slim` takes SLIM_PATHS (default the shipped model, 31 MB of the
+# 78 MB the tree held after the thirteenth session; collecting does not load it; SLIM_PATHS=datasets/measurements
+# leaves the model for a call that loads it and reads no measurements, such as autotune) out of the index and into
 # .git/info/exclude; the files stay on disk. `restore` puts both back. A commit made while slim would record the
 # model as deleted: `slim` refuses to run twice and `restore` says when there is nothing to restore.
 set -euo pipefail
