@@ -331,8 +331,9 @@ def _renumber(tree: dict[str, Any], index: int, num_features: int) -> tuple[dict
     leaf = lefts[order] == -1
     inner = ~leaf
     feature = np.where(leaf, 0, splits[order])
-    if np.any((feature[inner] < 0) | (feature[inner] >= num_features)):
-        at = order[inner][np.argmax((feature[inner] < 0) | (feature[inner] >= num_features))]
+    outside = (feature[inner] < 0) | (feature[inner] >= num_features)
+    if outside.any():
+        at = order[inner][np.argmax(outside)]
         raise ArtifactError(f"tree {index}: node {at} splits on feature {splits[at]} of {num_features}")
     threshold = np.where(leaf, np.float32(np.inf), conditions[order]).astype(np.float32)
     left = np.where(leaf, np.arange(size), position[np.where(leaf, 0, lefts[order])])
@@ -344,8 +345,7 @@ def _renumber(tree: dict[str, Any], index: int, num_features: int) -> tuple[dict
 
 def _repeated(ids: NDArray[np.int64]) -> NDArray[np.bool_]:
     """Whether each id occurs earlier in ``ids``."""
-    out = np.zeros(len(ids), dtype=bool)
     _, first = np.unique(ids, return_index=True)
-    out[:] = True
+    out = np.ones(len(ids), dtype=bool)
     out[first] = False
     return out

@@ -121,9 +121,7 @@ class _Reader:
     def array(self) -> list[Any] | np.ndarray:
         kind, count = self.header()
         if kind in _NUMBERS and count is not None:
-            raw = self.take(count * _SIZES[kind])
-            out = np.frombuffer(raw, dtype=_NUMBERS[kind][1])
-            return out
+            return np.frombuffer(self.take(count * _SIZES[kind]), dtype=_NUMBERS[kind][1])
         if count is not None:
             return [self.value(kind) for _ in range(count)]
         items = []

@@ -20,11 +20,12 @@ import json
 import sys
 from pathlib import Path
 
-from train_plan import draw_training_plan
+from train_plan import FAMILIES, draw_training_plan
+
+from tilecost.problem import DType, Layout, Problem
 
 PREFIX = sys.argv[1]
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 71
-FAMILIES = ["layers", "random", "decode", "unaligned"]
 # lane: (families, max flop, seed offset, [(dtype, layout, pattern, count), ...])
 LANES = {
     "a": (FAMILIES, 2e11, 0, [("bf16", "nt", "16-16", 65), ("bf16", "nt", "x-x", 90), ("bf16", "nn", "16-16", 60),
@@ -44,7 +45,7 @@ for lane, (families, max_flop, offset, segments) in LANES.items():
     plan: list[dict] = []
     for dtype, layout, pattern, count in segments:
         part = draw_training_plan(dtype, layout, count, [pattern], SEED + offset, max_flop, families, taken)
-        taken |= {f"{e['m']}x{e['n']}x{e['k']}-{dtype}-{layout}" for e in part}
+        taken |= {Problem(e["m"], e["n"], e["k"], DType(dtype), Layout(layout)).key for e in part}
         plan += part
         print(f"lane {lane}: {dtype} {layout} {pattern}: {len(part)} of {count}")
     path = Path(f"datasets/plans/{PREFIX}-{lane}.json")
