@@ -123,15 +123,20 @@ def close_pool(pool: ProcessPoolExecutor, terminate: bool = False) -> None:
     if force is not None:
         force()
         return
-    # Before 3.14 the workers are reached through the executor's own table (shutdown clears it).
+    # Before 3.14 the workers and the executor's manager thread are reached through its own
+    # attributes (shutdown clears them). The manager thread is what marks the running futures as
+    # failed once their workers are gone; a second ``shutdown`` no longer joins it, so it is joined
+    # here, or a caller could still see those futures pending (CI saw it on a loaded machine).
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
             process.terminate()
     for process in processes:
         process.join(timeout=10)
-    pool.shutdown(wait=True)
+    if manager is not None:
+        manager.join(timeout=10)
 
 
 def precompile(
