@@ -7,7 +7,10 @@
 # while it is out of git's index and ignored: `slim` takes SLIM_PATHS (default the shipped model, 31 MB of the
 # 78 MB the tree held after the thirteenth session; collecting does not load it; SLIM_PATHS=datasets/measurements
 # leaves the model for a call that loads it and reads no measurements, such as autotune) out of the index and into
-# .git/info/exclude; the files stay on disk. `restore` puts both back. A commit made while slim would record the
+# .git/info/exclude; the files stay on disk. `restore` puts both back. SLIM_KEEP_RUNS (run ids) keeps those runs'
+# Parquet files (`*--RUN.parquet`) of the slimmed paths in the index, so that a collect resuming them skips what
+# they measured: SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends the code,
+# the plans and those runs' files (the fourteenth session's tree was at the limit with the model alone out). A commit made while slim would record the
 # model as deleted: `slim` refuses to run twice and `restore` says when there is nothing to restore.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,12 +25,18 @@ slim)
     fi
     # shellcheck disable=SC2086  # PATHS is a list of words
     git rm -r -q --cached -- $PATHS
+    for run in ${SLIM_KEEP_RUNS:-}; do
+        # shellcheck disable=SC2086
+        find $PATHS -type f -name "*--$run.parquet" -print0 | xargs -0 -r git add -f --
+    done
     for p in $PATHS; do printf '/%s/\n%s\n' "$p" "$MARK"; done >>"$EXCLUDE"  # each path, then the mark
     echo "slim: $PATHS out of the index; $(size) bytes travel. Run 'bash scripts/device_tree.sh restore' before committing." ;;
 restore)
     if ! grep -qF "$MARK" "$EXCLUDE" 2>/dev/null; then
         echo "nothing to restore" >&2; exit 0
     fi
+    # the paths slimmed are the lines before each mark (not SLIM_PATHS: restore may run without it)
+    PATHS=$(grep -B1 -xF "$MARK" "$EXCLUDE" | grep -vxF -e "$MARK" -e "--" | sed 's,^/,,; s,/$,,' | paste -sd' ' -)
     # shellcheck disable=SC2086
     git reset -q HEAD -- $PATHS
     python3 - "$EXCLUDE" "$MARK" <<'EOF'
