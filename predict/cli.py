@@ -54,4 +54,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     flag = "in distribution" if not verdict else "OUT OF DISTRIBUTION: " + ", ".join(r.value for r in verdict.reasons)
     source = args.artifact or f"shipped {args.device} model"
     print(f"{ranked[0].problem.key}: {len(ranked)} configuration(s) from {source}; {flag}", file=sys.stderr)
+    if ranked[0].measured and len(ranked) > 1:
+        # A measured best leads whatever the model predicts for the rest: its time was measured on the device,
+        # theirs are predictions, so a lower predicted time further down is not a faster configuration.
+        print("the first row was measured on the device and leads; the others are the model's predictions, "
+              "ranked among themselves", file=sys.stderr)  # fmt: skip
     return 0

@@ -23,6 +23,29 @@ def test_lists_the_top_configurations(artifact: Path, capsys: pytest.CaptureFixt
     assert err.startswith("1000x1000x8000-bf16-nt: 3 configuration(s) from ")
 
 
+def test_a_measured_first_row_is_said_to_lead_the_model_rows(
+    artifact: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A measured best leads the model's predictions even when they predict less time: the listing says so."""
+    from tilecost.predict.predictor import Predictor
+
+    problem = next(iter(Predictor.load(artifact).measured))  # a training problem, answered from measurements
+    extents, dtype, layout = problem.split("-")
+    m, n, k = extents.split("x")
+
+    assert (
+        main(["predict", m, n, k, "--dtype", dtype, "--layout", layout, "--artifact", str(artifact), "--top", "3"]) == 0
+    )
+
+    out, err = capsys.readouterr()
+    sources = [row.split()[-1] for row in out.strip().splitlines()]
+    assert sources == ["measured", "model", "model"]
+    assert "the first row was measured on the device and leads" in err
+
+    assert main(["predict", "1000", "1000", "8000", "--artifact", str(artifact), "--top", "3"]) == 0
+    assert "measured on the device" not in capsys.readouterr().err
+
+
 def test_json_output_carries_the_verdict(artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["predict", "1", "4096", "262144", "--artifact", str(artifact), "--json"]) == 0
 
