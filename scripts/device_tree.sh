@@ -4,14 +4,15 @@
 #   bash scripts/device_tree.sh restore  right after them, before any commit
 #   bash scripts/device_tree.sh size     the bytes that would travel now
 # The tool sends tracked files and untracked files git does not ignore, so a tracked path can stay behind only
-# while it is out of git's index and ignored: `slim` takes SLIM_PATHS (default the shipped model, 31 MB of the
-# 78 MB the tree held after the thirteenth session; collecting does not load it; SLIM_PATHS=datasets/measurements
+# while it is out of git's index and ignored: `slim` takes SLIM_PATHS (default the shipped model, 33 MB of the
+# 98 MB the tree held after the fourteenth session; collecting does not load it; SLIM_PATHS=datasets/measurements
 # leaves the model for a call that loads it and reads no measurements, such as autotune) out of the index and into
-# .git/info/exclude; the files stay on disk. `restore` puts both back. SLIM_KEEP_RUNS (run ids) keeps those runs'
-# Parquet files (`*--RUN.parquet`) of the slimmed paths in the index, so that a collect resuming them skips what
-# they measured: SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends the code,
-# the plans and those runs' files (the fourteenth session's tree was at the limit with the model alone out). A commit made while slim would record the
-# model as deleted: `slim` refuses to run twice and `restore` says when there is nothing to restore.
+# .git/info/exclude; the files stay on disk. SLIM_KEEP_RUNS (run ids) keeps those runs' Parquet files
+# (`*--RUN.parquet`) of the slimmed paths in the index, so that a collect resuming them skips what they measured:
+# SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends the code, the plans and
+# those runs' files (with the model alone out, the fourteenth session's tree was at the limit). `restore` puts
+# everything slimmed back, whatever SLIM_PATHS says then. A commit made while slim would record the slimmed files
+# as deleted: `slim` refuses to run twice and `restore` says when there is nothing to restore.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATHS=${SLIM_PATHS:-tilecost/models/h200}
@@ -35,17 +36,18 @@ restore)
     if ! grep -qF "$MARK" "$EXCLUDE" 2>/dev/null; then
         echo "nothing to restore" >&2; exit 0
     fi
-    # the paths slimmed are the lines before each mark (not SLIM_PATHS: restore may run without it)
-    PATHS=$(grep -B1 -xF "$MARK" "$EXCLUDE" | grep -vxF -e "$MARK" -e "--" | sed 's,^/,,; s,/$,,' | paste -sd' ' -)
-    # shellcheck disable=SC2086
-    git reset -q HEAD -- $PATHS
-    python3 - "$EXCLUDE" "$MARK" <<'EOF'
+    # Drop each slimmed path's line and its mark from the exclude file, printing the paths (SLIM_PATHS may differ now).
+    PATHS=$(python3 - "$EXCLUDE" "$MARK" <<'EOF'
 import sys
 path, mark = sys.argv[1], sys.argv[2]
 lines = open(path).read().splitlines()
-keep = [l for i, l in enumerate(lines) if l != mark and not (i + 1 < len(lines) and lines[i + 1] == mark)]
-open(path, "w").write("".join(l + "\n" for l in keep))
+slimmed = {i for i in range(len(lines) - 1) if lines[i + 1] == mark}
+open(path, "w").write("".join(l + "\n" for i, l in enumerate(lines) if l != mark and i not in slimmed))
+print(" ".join(lines[i].strip("/") for i in sorted(slimmed)))
 EOF
+)
+    # shellcheck disable=SC2086  # PATHS is a list of words
+    git reset -q HEAD -- $PATHS
     echo "restored: $PATHS back in the index; $(size) bytes travel." ;;
 size) echo "$(size) bytes travel (limit 67108864)" ;;
 *) echo "usage: bash scripts/device_tree.sh slim|restore|size" >&2; exit 2 ;;
