@@ -1,6 +1,7 @@
 """Write a session's training plans, one per GPU lane, each grouped by dtype × layout × pointer pattern.
 
-    .venv/bin/python scripts/lane_plans.py PREFIX [SEED]     (seconds; writes datasets/plans/PREFIX-<lane>.json)
+    .venv/bin/python scripts/lane_plans.py PREFIX [SEED [PENDING_PLAN ...]]
+                                                    (seconds; writes datasets/plans/PREFIX-<lane>.json)
 
 The twelfth session merged `scripts/train_plan.py`'s per-(dtype, layout, pattern) plans into one plan per lane by
 hand; this does it from the table below. Lanes ``a`` and ``b`` draw the four built-in families (``MAX_FLOP``
@@ -11,7 +12,9 @@ are about 1.5 times the twelfth session's, in its proportions (the held-out set'
 families runs dry at 7 under 2e11 flop, so its x-x takes more): ~800 problems, more
 than one session's 30 device-minutes measure on two GPUs (~650), so a session resumes a lane under its run id
 (`RUN_ID=... PLAN=...`, COLLECTING.md) or leaves its end for the next. No problem is in two lanes, none is held
-out and none is measured yet (at the time of writing: rerun after new data lands).
+out and none is measured yet (at the time of writing: rerun after new data lands). Problems of the PENDING_PLAN
+files (earlier plans a session has yet to finish, which may run beside the new ones) are skipped too, so that no
+problem is measured twice by two runs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tilecost.problem import DType, Layout, Problem
 
 PREFIX = sys.argv[1]
 SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 71
+PENDING = [json.loads(Path(path).read_text()) for path in sys.argv[3:]]
 # lane: (families, max flop, seed offset, [(dtype, layout, pattern, count), ...])
 LANES = {
     "a": (FAMILIES, 2e11, 0, [("bf16", "nt", "16-16", 65), ("bf16", "nt", "x-x", 90), ("bf16", "nn", "16-16", 60),
@@ -40,7 +44,7 @@ LANES = {
                                  ("fp32", "nt", "16-16", 12), ("fp32", "nn", "16-16", 12)]),
 }  # fmt: skip
 
-taken: set[str] = set()
+taken = {Problem(e["m"], e["n"], e["k"], DType(e["dtype"]), Layout(e["layout"])).key for plan in PENDING for e in plan}
 for lane, (families, max_flop, offset, segments) in LANES.items():
     plan: list[dict] = []
     for dtype, layout, pattern, count in segments:
