@@ -17,6 +17,7 @@ The eleventh session's call 6 ran the first version of this script (families in 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -31,12 +32,14 @@ FAMILIES = ["layers", "random", "decode", "unaligned"]
 POOL = {"layers": 400, "random": 800, "decode": 200, "unaligned": 200, "aligned": 800}  # draws per family
 
 
-def measured_keys(dtype: str, layout: str, dataset: str = "datasets/measurements") -> set[str]:
-    """The problem keys of one dtype × layout that ``dataset`` holds."""
+@functools.cache
+def measured_keys(dtype: str, layout: str, dataset: str = "datasets/measurements") -> frozenset[str]:
+    """The problem keys of one dtype × layout that ``dataset`` holds (read once per process: a script that draws
+    several plans reads each dtype × layout once, not once per plan)."""
     table = ds.dataset(dataset, partitioning="hive").to_table(
         columns=["problem_key"], filter=(ds.field("dtype") == dtype) & (ds.field("layout") == layout)
     )
-    return set(table.column("problem_key").to_pylist())
+    return frozenset(table.column("problem_key").to_pylist())
 
 
 def draw_training_plan(

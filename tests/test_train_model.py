@@ -206,3 +206,19 @@ def test_bad_centring_settings_are_refused_at_fit(training) -> None:
         _fit(training, center_problems="yes")
     with pytest.raises(ValueError, match="level_estimators"):
         _fit(training, level_estimators=0)
+
+
+def test_max_leaves_grows_deep_trees_best_leaf_first_within_the_leaf_budget(training) -> None:
+    import json
+
+    limited = _fit(training, max_depth=8, max_leaves=6, n_estimators=10, level_estimators=5)
+    free = _fit(training, max_depth=8, n_estimators=10, level_estimators=5)
+    assert limited.xgb_params()["grow_policy"] == "lossguide" and "grow_policy" not in free.xgb_params()
+
+    def leaves(model: CostModel) -> list[int]:
+        trees = json.loads(model.model_json())["learner"]["gradient_booster"]["model"]["trees"]
+        return [sum(left == -1 for left in tree["left_children"]) for tree in trees[:10]]  # the main trees
+
+    assert max(leaves(limited)) <= 6 < max(leaves(free))
+    with pytest.raises(ValueError, match="max_leaves"):
+        _fit(training, max_leaves=-1)

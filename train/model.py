@@ -202,6 +202,7 @@ class CostModel:
         target: str = "log_time_over_roofline",
         n_estimators: int = 300,
         max_depth: int = 10,
+        max_leaves: int = 0,
         learning_rate: float = 0.1,
         subsample: float = 1.0,
         colsample_bytree: float = 1.0,
@@ -227,6 +228,7 @@ class CostModel:
         self.target = target
         self.n_estimators = n_estimators
         self.max_depth = max_depth
+        self.max_leaves = max_leaves
         self.learning_rate = learning_rate
         self.subsample = subsample
         self.colsample_bytree = colsample_bytree
@@ -284,6 +286,7 @@ class CostModel:
             "min_child_weight": self.min_child_weight,
             "lambda": self.reg_lambda,
             "max_bin": self.max_bin,
+            **({"grow_policy": "lossguide", "max_leaves": self.max_leaves} if self.max_leaves else {}),
             "seed": self.seed,
             "nthread": self.n_jobs or os.cpu_count() or 1,
         }
@@ -297,8 +300,10 @@ class CostModel:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive int")
-        if isinstance(self.rank_rounds, bool) or not isinstance(self.rank_rounds, int) or self.rank_rounds < 0:
-            raise ValueError(f"rank_rounds={self.rank_rounds!r} must be a non-negative int")
+        for name in ("rank_rounds", "max_leaves"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r} must be a non-negative int (0: off)")
         for name in ("learning_rate", "subsample", "colsample_bytree", "rank_learning_rate"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value <= 1):

@@ -11,7 +11,9 @@ used. The predictor's latency grows with the trees scored (BENCHMARKS §5), so a
 
 ARMS (comma separated, default shipped,600d8,600d10): also 300d10 (depth 10 at 300 trees and rate 0.1), 300d12
 (depth 12), d10l10 and d10mcw10 (depth 10 with reg_lambda 10 or min_child_weight 10; thirteenth session), 150d12
-(depth 12 at 150 trees and rate 0.2, about half depth 12's nodes; fourteenth session). The
+(depth 12 at 150 trees and rate 0.2, about half depth 12's nodes; fourteenth session), d12l768 and d12l1024
+(depth 12 grown loss-guided, best leaf first, up to 768 or 1,024 leaves a tree: about depth 10's size, where the
+shipped depth-10 trees hold ~700-850 leaves; fifteenth session). The
 logs of the twelfth session were printed by the first form of this script (its own CV loop, the same folds and
 fits; arms named in words).
 """
@@ -34,6 +36,8 @@ KNOWN = {  # CostModel settings; "shipped" was 300 trees of depth 8 at rate 0.1 
     "d10l10": {"reg_lambda": 10.0},  # the default depth 10 with more L2 on the leaves
     "d10mcw10": {"min_child_weight": 10.0},  # ... or larger leaves
     "150d12": {"n_estimators": 150, "max_depth": 12, "learning_rate": 0.2},  # depth 12 at half the trees
+    "d12l768": {"max_depth": 12, "max_leaves": 768},  # depth 12, grown best leaf first up to 768 leaves a tree
+    "d12l1024": {"max_depth": 12, "max_leaves": 1024},
 }
 chosen = sys.argv[3].split(",") if len(sys.argv) > 3 else ["shipped", "600d8", "600d10"]
 data = TrainingRows.load()
