@@ -45,7 +45,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -400,8 +400,11 @@ class Predictor:
         ]
         if out and out[0].config == answer.config:
             # predict_best's own answer: it scores the head and the tail of a list apart, rank the whole set at
-            # once, so their sums of the same trees could differ in the last bit of time_us
+            # once, so their sums of the same trees could differ in the last bit of time_us. A follower tied
+            # with the answer (the same sum) could then come out a bit faster than it: it gets the answer's
+            # time, so that the ranking stays fastest first
             out[0] = answer
+            out = [answer, *(p if p.time_us >= answer.time_us else replace(p, time_us=answer.time_us) for p in out[1:])]
         best = self._measured(problem, self.ood.verdict(problem)) if measured else None
         if best is not None:
             out = [best, *(p for p in out if p.config != best.config)][:k]

@@ -212,7 +212,7 @@ def test_max_leaves_grows_deep_trees_best_leaf_first_within_the_leaf_budget(trai
     import json
 
     limited = _fit(training, max_depth=8, max_leaves=6, n_estimators=10, level_estimators=5)
-    free = _fit(training, max_depth=8, n_estimators=10, level_estimators=5)
+    free = _fit(training, max_depth=8, max_leaves=0, n_estimators=10, level_estimators=5)
     assert limited.xgb_params()["grow_policy"] == "lossguide" and "grow_policy" not in free.xgb_params()
 
     def leaves(model: CostModel) -> list[int]:
