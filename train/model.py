@@ -399,6 +399,8 @@ class CostModel:
         first = np.unique(problem, return_index=True)[1]
         rows = np.full((len(first), X.shape[1]), np.nan)
         rows[:, :_PROBLEM_COLUMNS] = X[first, :_PROBLEM_COLUMNS]
+        # The main trees' growth policy carries over (loss-guided with ``max_leaves``; the leaf budget cannot
+        # bind at level_max_depth 6): the shipped models and their CV were fitted so.
         level_params = {**params, "max_depth": self.level_max_depth, "base_score": 0.0, "subsample": 1.0,
                         "colsample_bytree": 1.0}  # fmt: skip
         dlevel = xgb.DMatrix(rows, level, feature_names=list(FEATURE_NAMES))
