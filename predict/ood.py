@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from tilecost.errors import ArtifactError
 from tilecost.problem import DType, Layout, Problem
 
 __all__ = [
+    "DEFAULT_RULE_P_VALUE",
     "DEFAULT_NEIGHBOURS",
     "DEFAULT_SPARSE_DISTANCE_LOG2",
     "RANGE_MARGINS_LOG2",
@@ -79,6 +79,11 @@ __all__ = [
 # problems lie 0.26-2.58 octaves from their nearest training problem, 16 of them within 1.5.
 DEFAULT_SPARSE_DISTANCE_LOG2 = 1.5
 DEFAULT_NEIGHBOURS = 1
+# fit_flag_rules adopts model-side rules only when, judged leave one out, they catch bad answers more
+# often than flagging at random would, at this significance (one-sided Fisher exact test). On 100 sets
+# of 165 random signals with no relation to the labels, 0.05 adopted rules 3 times (a lift of 2 would
+# have 17 times); with bad problems one standard deviation apart on one signal, 42 times.
+DEFAULT_RULE_P_VALUE = 0.05
 
 
 class OODReason(enum.Enum):
@@ -403,6 +408,7 @@ def fit_flag_rules(
     *,
     max_good_flagged: float = 0.10,
     max_rules: int = 2,
+    max_p_value: float = DEFAULT_RULE_P_VALUE,
 ) -> tuple[tuple[FlagRule, ...], dict[str, Any]]:
     """Model-side rules for a calibration set, and how they separate it (module docstring).
 
@@ -411,37 +417,48 @@ def fit_flag_rules(
     (signal, direction, threshold) that newly catches the most bad problems while every flag
     together (``already`` ones included) falls on at most ``max_good_flagged`` of the good problems;
     thresholds lie halfway between neighbouring observed values. Stops after ``max_rules`` rules or
-    when no rule catches more (no rule at all when the ``already`` flags use the budget up). Returns
-    the rules and ``{"problems", "bad_problems", "bad_caught", "catch_rate", "good_flagged_rate",
-    "good_flagged_by_rules_rate", "rules": [text]}`` (the rates over all good problems, and over
-    those the shape-side rules left unflagged).
+    when no rule catches more (no rule at all when the ``already`` flags use the budget up).
+
+    The rules are then judged leave one out: each problem the shape-side rules leave alone is
+    judged by the rules fitted greedily on the others. They are adopted only when, so judged, they
+    flag bad problems more often than good ones beyond chance: a one-sided Fisher exact test on the
+    2×2 table (bad or good, flagged or not) at ``max_p_value`` (scipy's ``fisher_exact``; scipy comes
+    with the ``train`` extra). Otherwise no rule is (1 adopts whatever the greedy search found). In the
+    fifteenth session the greedy rule fitted on 165 held-out problems, ``log2_flop_per_byte > 9.707``,
+    caught 1 of the predictor's 15 bad answers and flagged 10.7% of the good ones: worse than no rule.
+
+    Returns the rules and ``{"problems", "bad_problems", "bad_caught", "catch_rate", "good_flagged_rate",
+    "good_flagged_by_rules_rate", "rules": [text], "fitted": [text], "leave_one_out": {...}, "max_p_value",
+    "adopted"}`` (the rates over all good problems, and over those the shape-side rules left unflagged;
+    ``fitted`` the greedy rules before the adoption test).
     """
-    bad_array, flagged = np.asarray(bad, dtype=bool), np.asarray(already, dtype=bool).copy()
-    if not (len(signals) == len(bad_array) == len(flagged)):
-        raise ValueError(f"{len(signals)} signal rows, {len(bad_array)} bad flags, {len(flagged)} already-flagged")
-    open_good = ~bad_array & ~flagged  # good problems the shape-side rules leave alone
-    good_budget = math.floor(max_good_flagged * int((~bad_array).sum()) + 1e-9)  # over every good problem
-    rules: list[FlagRule] = []
-    for _ in range(max_rules):
-        best: tuple[int, int, FlagRule, NDArray[np.bool_]] | None = None  # (caught, -good, rule, fires)
-        for name in SIGNALS:
-            values = np.array([row[name] for row in signals], dtype=np.float64)
-            distinct = np.unique(values[np.isfinite(values)])
-            cuts = (distinct[1:] + distinct[:-1]) / 2
-            directions = (True,) if name == _DISTANCE_SIGNAL else (True, False)
-            for threshold, above in itertools.product(cuts.tolist(), directions):
-                fires = values > threshold if above else values < threshold
-                union = flagged | fires
-                if int((union & ~bad_array).sum()) > good_budget:
-                    continue
-                caught = int((union & bad_array).sum()) - int((flagged & bad_array).sum())
-                key = (caught, -int((union & open_good).sum()))
-                if caught > 0 and (best is None or key > best[:2]):
-                    best = (*key, FlagRule(name, above, round(threshold, 6)), fires)
-        if best is None:
-            break
-        rules.append(best[2])
-        flagged |= best[3]
+    bad_array, already_array = np.asarray(bad, dtype=bool), np.asarray(already, dtype=bool)
+    if not (len(signals) == len(bad_array) == len(already_array)):
+        raise ValueError(f"{len(signals)} signal rows, {len(bad_array)} bad flags, {len(already_array)} already flags")
+    if not 0 < max_p_value <= 1:
+        raise ValueError(f"max_p_value={max_p_value!r} must lie in (0, 1]")
+    values = np.array([[row[name] for name in SIGNALS] for row in signals], dtype=np.float64).reshape(-1, len(SIGNALS))
+    fitted, flagged = _greedy_rules(values, bad_array, already_array, max_good_flagged, max_rules)
+    open_good, open_bad = ~bad_array & ~already_array, bad_array & ~already_array
+    loo: dict[str, Any] = {"bad_open": int(open_bad.sum()), "good_open": int(open_good.sum())}
+    adopted = True
+    if fitted and max_p_value < 1:
+        from scipy.stats import fisher_exact  # export-time only: the predictor itself stays numpy-only
+
+        fires = np.zeros(len(bad_array), dtype=bool)
+        everyone = np.arange(len(bad_array))
+        for i in np.flatnonzero(~already_array):
+            rest = everyone != i
+            rules_i, _ = _greedy_rules(values[rest], bad_array[rest], already_array[rest], max_good_flagged, max_rules)
+            fires[i] = any(rule.fires(signals[i]) for rule in rules_i)
+        caught, false = int((fires & open_bad).sum()), int((fires & open_good).sum())
+        table = [[caught, loo["bad_open"] - caught], [false, loo["good_open"] - false]]
+        p_value = float(fisher_exact(table, alternative="greater")[1])
+        loo |= {"bad_caught": caught, "good_flagged": false, "p_value": round(p_value, 6)}
+        adopted = p_value < max_p_value
+    rules = fitted if adopted else ()
+    if not adopted:
+        flagged = already_array.copy()
     bad_count = int(bad_array.sum())
     good_count = int((~bad_array).sum())
     stats = {
@@ -452,5 +469,65 @@ def fit_flag_rules(
         "good_flagged_rate": float((flagged & ~bad_array).sum() / good_count) if good_count else 0.0,
         "good_flagged_by_rules_rate": float((flagged & open_good).sum() / open_good.sum()) if open_good.any() else 0.0,
         "rules": [rule.describe() for rule in rules],
+        "fitted": [rule.describe() for rule in fitted],
+        "leave_one_out": loo,
+        "max_p_value": max_p_value,
+        "adopted": adopted,
     }
     return tuple(rules), stats
+
+
+def _greedy_rules(
+    values: NDArray[np.float64], bad: NDArray[np.bool_], already: NDArray[np.bool_], max_good_flagged: float,
+    max_rules: int,
+) -> tuple[tuple[FlagRule, ...], NDArray[np.bool_]]:  # fmt: skip
+    """:func:`fit_flag_rules`' greedy search over ``values`` (one column per :data:`SIGNALS` entry): the
+    rules and the flags they and ``already`` raise. Each round scores every (signal, threshold,
+    direction) at once by counting through the sorted values; ties go to the first in the order
+    signal, threshold ascending, above before below."""
+    flagged = already.copy()
+    open_good = ~bad & ~already  # good problems the shape-side rules leave alone
+    good_budget = math.floor(max_good_flagged * int((~bad).sum()) + 1e-9)  # over every good problem
+    rules: list[FlagRule] = []
+    for _ in range(max_rules):
+        flagged_good, flagged_open_good = int((flagged & ~bad).sum()), int((flagged & open_good).sum())
+        best: tuple[int, int, FlagRule, NDArray[np.bool_]] | None = None  # (caught, -good, rule, fires)
+        for column, name in enumerate(SIGNALS):
+            v = values[:, column]
+            distinct = np.unique(v[np.isfinite(v)])
+            cuts = (distinct[1:] + distinct[:-1]) / 2
+            if not len(cuts):
+                continue
+            directions = (True,) if name == _DISTANCE_SIGNAL else (True, False)
+            unflagged = ~flagged & ~np.isnan(v)
+            # candidates in the order threshold ascending, then the directions: (len(cuts), directions)
+            caught, good, opened = (
+                np.stack([_count_firing(v[mask & unflagged], cuts, above) for above in directions], axis=1)
+                for mask in (bad, ~bad, open_good)
+            )
+            valid = (caught > 0) & (flagged_good + good <= good_budget)
+            if not valid.any():
+                continue
+            most = np.where(valid, caught, -1).ravel()
+            fewest_open = np.where(most == most.max(), -opened.ravel(), np.iinfo(np.int64).min)
+            index = int(np.argmax(fewest_open))  # the first of the ties
+            cut, direction = divmod(index, len(directions))
+            key = (int(most[index]), -int(flagged_open_good + opened.ravel()[index]))
+            if best is None or key > best[:2]:
+                above = directions[direction]
+                threshold = float(cuts[cut])
+                fires = v > threshold if above else v < threshold
+                best = (*key, FlagRule(name, above, round(threshold, 6)), fires)
+        if best is None:
+            break
+        rules.append(best[2])
+        flagged = flagged | best[3]
+    return tuple(rules), flagged
+
+
+def _count_firing(values: NDArray[np.float64], cuts: NDArray[np.float64], above: bool) -> NDArray[np.int64]:
+    """How many of ``values`` lie above (``above``) or below each of ``cuts``."""
+    ordered = np.sort(values)
+    if above:
+        return len(ordered) - np.searchsorted(ordered, cuts, side="right")
+    return np.searchsorted(ordered, cuts, side="left")

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tilecost import OODReason, OODVerdict, Predictor, Problem
 from tilecost.predict import calibrate_ood, training_domain
-from tilecost.predict.ood import DEFAULT_SPARSE_DISTANCE_LOG2, FlagRule, OODChecker, answer_signals, fit_flag_rules
+from tilecost.predict.ood import (
+    DEFAULT_SPARSE_DISTANCE_LOG2,
+    SIGNALS,
+    FlagRule,
+    OODChecker,
+    answer_signals,
+    fit_flag_rules,
+)
 
 from . import test_predict_fixture as fixtures
 from .test_predict_fixture import Dataset
@@ -170,26 +179,55 @@ def test_rules_catch_the_most_bad_problems_within_the_good_budget() -> None:
     rows = [row(1.0, 3.0), row(2.0, 3.0), row(6.0, 9.0), row(5.0, 3.0), row(7.0, 4.0), row(5.5, 3.0)]
     bad = [True, True, True, False, False, False]
 
-    rules, stats = fit_flag_rules(rows, bad, [False] * 6, max_good_flagged=0.0)
+    rules, stats = fit_flag_rules(rows, bad, [False] * 6, max_good_flagged=0.0, max_p_value=1)
 
     # Round 1: predicted < 3.5 (halfway between 2 and 5) catches 2; round 2: flop/byte > 6.5 the third.
     assert rules == (FlagRule("log2_predicted_us", False, 3.5), FlagRule("log2_flop_per_byte", True, 6.5))
     assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == 0.0 and stats["catch_rate"] == 1.0
+    greedy = functools.partial(fit_flag_rules, max_good_flagged=0.34, max_p_value=1)  # no adoption test
     # Problems the distance rules flag already are not counted again, and their good ones count against
     # the budget: with rows 0, 1 and 4 flagged and room for one good problem of three, only flop/byte > 6.5
     # adds a catch without flagging row 3 or 5 too.
-    rules, stats = fit_flag_rules(rows, bad, [True, True, False, False, True, False], max_good_flagged=0.34)
+    rules, stats = greedy(rows, bad, [True, True, False, False, True, False])
     assert len(rules) == 1 and rules[0].fires(rows[2]) and not any(rules[0].fires(rows[i]) for i in (3, 5))
     assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == pytest.approx(1 / 3)
     assert stats["good_flagged_by_rules_rate"] == 0
     # The shape-side flags use the budget up (row 3): rules may still catch, flagging no other good problem.
-    rules, stats = fit_flag_rules(rows, bad, [False, False, False, True, False, False], max_good_flagged=0.34)
+    rules, stats = greedy(rows, bad, [False, False, False, True, False, False])
     assert stats["bad_caught"] == 3 and stats["good_flagged_rate"] == pytest.approx(1 / 3)
     # They overrun it (rows 3 and 5): no rule is added, however many it would catch.
-    rules, stats = fit_flag_rules(rows, bad, [False, False, False, True, False, True], max_good_flagged=0.34)
+    rules, stats = greedy(rows, bad, [False, False, False, True, False, True])
     assert rules == () and stats["bad_caught"] == 0 and stats["good_flagged_rate"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="signal="):
         FlagRule("made_up", True, 1.0)
+
+
+def _calibration_set(seed: int, apart: float) -> tuple[list[dict[str, float]], list[bool]]:
+    """165 answers, ~9% bad, whose bad ones sit ``apart`` standard deviations lower on one signal."""
+    rng = np.random.default_rng(seed)
+    bad = rng.random(165) < 0.09
+    rows = [{name: float(rng.normal()) for name in SIGNALS} for _ in bad]
+    for row, is_bad in zip(rows, bad, strict=True):
+        row["log2_top2_gap"] -= apart * is_bad
+    return rows, bad.tolist()
+
+
+def test_rules_are_adopted_only_when_they_hold_out_of_sample() -> None:
+    # Signals unrelated to the labels: the greedy search still finds a rule that separates in sample,
+    # but judged leave one out it flags bad answers no more often than good ones, so none is adopted.
+    rows, bad = _calibration_set(seed=3, apart=0.0)
+    rules, stats = fit_flag_rules(rows, bad, [False] * len(bad))
+    assert stats["fitted"] and rules == () and not stats["adopted"]
+    assert stats["leave_one_out"]["p_value"] >= 0.05
+    assert stats["bad_caught"] == 0 and stats["good_flagged_rate"] == 0.0  # as if no rule had been fitted
+    # Bad answers three standard deviations apart on the top-2 gap: the rule holds out of sample and is kept.
+    rows, bad = _calibration_set(seed=3, apart=3.0)
+    rules, stats = fit_flag_rules(rows, bad, [False] * len(bad))
+    assert stats["adopted"] and rules[0] == FlagRule("log2_top2_gap", False, rules[0].threshold)
+    assert stats["leave_one_out"]["p_value"] < 0.05 and stats["catch_rate"] > 0.5
+    assert stats["good_flagged_rate"] <= 0.10
+    with pytest.raises(ValueError, match="max_p_value="):
+        fit_flag_rules(rows, bad, [False] * len(bad), max_p_value=0)
 
 
 def test_a_distance_rule_lowers_the_sparse_neighbourhood_threshold() -> None:
