@@ -19,8 +19,10 @@ import numpy as np
 
 from tilecost import Predictor, Problem
 from tilecost.predict import jit_kernels as kernels
+from tilecost.problem import DType, Layout
 
 LANES = kernels.LANES
+DTYPES = ("bf16", "fp16", "fp8e4m3", "fp32")
 SHIFT = np.uint64(6)
 MASK = np.uint64(63)
 
@@ -100,7 +102,8 @@ def shortlist_rows(predictor: Predictor, count: int, seed: int = 5) -> list[np.n
     rows: list[np.ndarray] = []
     while len(rows) < count:
         m, n, k = (int(2 ** rng.uniform(0, 14)) for _ in range(3))
-        problem = Problem(m, n, k, ("bf16", "fp16", "fp8e4m3", "fp32")[rng.integers(4)], ("nt", "nn")[rng.integers(2)])
+        dtype, layout = DType(DTYPES[rng.integers(4)]), Layout(("nt", "nn")[rng.integers(2)])
+        problem = Problem(m, n, k, dtype, layout)
         group = predictor._group(problem.dtype, problem.layout)
         cut = group.cut(problem)
         assert cut is not None and group.scorer.compiled is not None
