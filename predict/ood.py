@@ -36,9 +36,12 @@ way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instea
   together, the shape-side ones included, stay within ``max_good_flagged`` of the good problems: the
   bar a caller relies on is how often a good answer is flagged, whatever the reason (until the ninth
   session the rules had a budget of their own over the good problems the shape-side rules left
-  unflagged, and on 155 held-out problems the two together flagged 19% of the good ones). They
-  travel in ``predictor.json`` (``"ood": {"rules": [...], "calibration": {...}}``, checksummed in
-  ``metadata.json`` like every artifact file); the distance threshold stays in ``metadata.ood``.
+  unflagged, and on 155 held-out problems the two together flagged 19% of the good ones). Since the
+  sixteenth session the rules so found are kept only when they also hold leave one out (each
+  problem judged by the rules fitted on the others; a one-sided Fisher exact test at
+  :data:`DEFAULT_RULE_P_VALUE`); the shipped export kept none. They travel in ``predictor.json``
+  (``"ood": {"rules": [...], "calibration": {...}}``, checksummed in ``metadata.json`` like every
+  artifact file); the distance threshold stays in ``metadata.ood``.
 
 The training domain travels in ``metadata.domain`` in the form :func:`training_domain` writes.
 """
@@ -59,8 +62,8 @@ from tilecost.errors import ArtifactError
 from tilecost.problem import DType, Layout, Problem
 
 __all__ = [
-    "DEFAULT_RULE_P_VALUE",
     "DEFAULT_NEIGHBOURS",
+    "DEFAULT_RULE_P_VALUE",
     "DEFAULT_SPARSE_DISTANCE_LOG2",
     "RANGE_MARGINS_LOG2",
     "SIGNALS",
