@@ -459,9 +459,9 @@ def fit_flag_rules(
         p_value = float(fisher_exact(table, alternative="greater")[1])
         loo |= {"bad_caught": caught, "good_flagged": false, "p_value": round(p_value, 6)}
         adopted = p_value < max_p_value
-    rules = fitted if adopted else ()
+    rules = fitted
     if not adopted:
-        flagged = already_array.copy()
+        rules, flagged = (), already_array.copy()
     bad_count = int(bad_array.sum())
     good_count = int((~bad_array).sum())
     stats = {
