@@ -33,6 +33,8 @@ from typing import Any
 
 from tilecost.errors import ArtifactError
 
+from . import ubjson
+
 __all__ = [
     "ARTIFACT_SCHEMA_VERSION",
     "MODEL_FILE",
@@ -118,10 +120,7 @@ class ArtifactMetadata:
 def booster_format(model: bytes) -> str:
     """``"ubj"`` for XGBoost's UBJSON, ``"json"`` for its JSON: a UBJSON object opens with ``{`` and then a
     length marker, a typed-object header or ``}``; a JSON one with ``{`` and whitespace or a quote."""
-    head = bytes(model[:2])
-    if len(head) == 2 and head[:1] == b"{" and head[1:] in (b"i", b"U", b"I", b"l", b"L", b"$", b"#", b"}"):
-        return "ubj"
-    return "json"
+    return "ubj" if ubjson.opens_object(model) else "json"
 
 
 def _sha256(data: bytes) -> str:

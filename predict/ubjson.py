@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["loads"]
+__all__ = ["loads", "opens_object"]
 
 # Fixed-size numeric markers: (struct format, numpy dtype), big-endian as the spec requires.
 _NUMBERS = {
@@ -35,6 +35,16 @@ _NUMBERS = {
 }
 _SIZES = {marker: struct.calcsize(fmt) for marker, (fmt, _) in _NUMBERS.items()}
 _CONSTANTS = {b"Z": None, b"T": True, b"F": False}
+# The integer markers: a length (of a string, a key, or an optimised container's count) must use one of them.
+_INTEGERS = frozenset({b"i", b"U", b"I", b"l", b"L"})
+
+
+def opens_object(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` starts like a UBJSON object: ``{``, then a key's length marker, an optimised ``$``/``#``
+    header or ``}``. (A JSON object opens with ``{`` and whitespace or a quote, so this tells XGBoost's two model
+    formats apart from their first two bytes.)"""
+    head = bytes(data[:2])
+    return len(head) == 2 and head[:1] == b"{" and (head[1:] in _INTEGERS or head[1:] in (b"$", b"#", b"}"))
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:
@@ -79,7 +89,7 @@ class _Reader:
 
     def length(self, marker: bytes | None = None) -> int:
         marker = marker or self.marker()
-        if marker not in (b"i", b"U", b"I", b"l", b"L"):
+        if marker not in _INTEGERS:
             raise ValueError(f"UBJSON: a length must be an integer, found marker {marker!r} at offset {self.pos - 1}")
         n = int(self.number(marker))
         if n < 0:

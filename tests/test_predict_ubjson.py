@@ -99,3 +99,16 @@ def test_xgboosts_ubjson_holds_what_its_json_does() -> None:
     booster = xgb.train({"max_depth": 4, "nthread": 1}, xgb.DMatrix(x, y), 12)
 
     _same(ubjson.loads(booster.save_raw("ubj")), json.loads(booster.save_raw("json")))
+
+    # The first two bytes tell the two formats apart (what the artifact's booster_format reads).
+    assert ubjson.opens_object(booster.save_raw("ubj"))
+    assert not ubjson.opens_object(booster.save_raw("json"))
+
+
+@pytest.mark.parametrize(
+    ("head", "is_object"),
+    [(b"{U\x04name", True), (b"{$U#i\x01", True), (b"{#i\x01", True), (b"{}", True), (b'{"a": 1}', False),
+     (b"{\n", False), (b"{ ", False), (b"[U", False), (b"{", False), (b"", False)],
+)  # fmt: skip
+def test_opens_object_reads_the_marker_after_the_brace(head: bytes, is_object: bool) -> None:
+    assert ubjson.opens_object(head) is is_object
