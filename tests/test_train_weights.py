@@ -43,7 +43,7 @@ def test_floor_bounds_the_weight_of_slow_configurations() -> None:
 
 
 def test_default_emphasises_configurations_within_an_octave_of_the_best() -> None:
-    assert CostModel().fast_halflife_octaves == 1.0  # chosen by grouped CV (train/model.py docstring)
+    assert CostModel().fast_halflife_octaves == 0.5  # chosen by grouped CV (train/model.py docstring)
 
 
 def test_every_problem_keeps_the_same_total_weight(training) -> None:
