@@ -24,13 +24,7 @@ def copy(tmp_path: Path, artifact: Path) -> Path:
     return Path(shutil.copytree(artifact, tmp_path / "h200"))
 
 
-def _resave(directory: Path, *, metadata: dict | None = None, files: dict[str, bytes] | None = None) -> Path:
-    """Rewrite an artifact with changed metadata fields or files, with fresh checksums."""
-    meta, blobs = load_artifact(directory)
-    meta = ArtifactMetadata(**{**asdict(meta), **(metadata or {})})
-    model = blobs.pop(meta.model_file)
-    blobs.update(files or {})
-    return save_artifact(directory, model, meta, blobs)
+_resave = fixtures.resave_artifact
 
 
 def test_a_changed_byte_fails_the_checksum(copy: Path) -> None:

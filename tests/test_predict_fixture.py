@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from tilecost.predict import (
     ArtifactMetadata,
     TreeEnsemble,
     calibrate_ood,
+    load_artifact,
     prepare_artifact_files,
     save_artifact,
     training_domain,
@@ -148,6 +149,15 @@ def build_fixture_artifact(
     if measured:
         files["measured.json"] = measured_json(data, training)
     return save_artifact(directory, bytes(booster.save_raw("ubj")), metadata, files)  # as exports write it
+
+
+def resave_artifact(directory: Path, *, metadata: dict | None = None, files: dict[str, bytes] | None = None) -> Path:
+    """Rewrite an artifact in place with changed metadata fields or files, with fresh checksums."""
+    meta, blobs = load_artifact(directory)
+    meta = ArtifactMetadata(**{**asdict(meta), **(metadata or {})})
+    model = blobs.pop(meta.model_file)
+    blobs.update(files or {})
+    return save_artifact(directory, model, meta, blobs)
 
 
 def heldout_fractions(data: Dataset, model_json: bytes, problems: list[Problem]) -> list[float]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tilecost import OODReason, OODVerdict, Predictor, Problem
-from tilecost.predict import calibrate_ood, load_artifact, save_artifact, training_domain
+from tilecost.predict import calibrate_ood, training_domain
 from tilecost.predict.ood import (
     DEFAULT_SPARSE_DISTANCE_LOG2,
     SIGNALS,
@@ -138,12 +139,11 @@ def _with_rules(artifact: Path, directory: Path, rules: tuple[FlagRule, ...]) ->
     """A copy of ``artifact`` whose ``predictor.json`` stores ``rules`` as adopted (with fresh checksums). Whether the
     export adopts a rule depends on the data (the fixture's export adopted one until the seventeenth session's
     data, none since), so the rules a loaded predictor must apply are written here."""
-    meta, blobs = load_artifact(artifact)
-    header = json.loads(blobs["predictor.json"])
+    copy = Path(shutil.copytree(artifact, directory))
+    header = json.loads((copy / "predictor.json").read_text())
     header["ood"]["rules"] = [r.to_dict() for r in rules]
     header["ood"]["calibration"] = {**header["ood"]["calibration"], "rules": [r.describe() for r in rules]}
-    model = blobs.pop(meta.model_file)
-    return save_artifact(directory, model, meta, {**blobs, "predictor.json": json.dumps(header).encode()})
+    return fixtures.resave_artifact(copy, files={"predictor.json": json.dumps(header).encode()})
 
 
 def test_model_side_rules_are_read_from_the_artifact_and_fire_on_their_signal(artifact: Path, tmp_path: Path) -> None:

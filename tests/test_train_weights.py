@@ -42,7 +42,7 @@ def test_floor_bounds_the_weight_of_slow_configurations() -> None:
     assert weight == pytest.approx([1.0, 0.1])
 
 
-def test_default_emphasises_configurations_within_an_octave_of_the_best() -> None:
+def test_default_emphasises_configurations_within_half_an_octave_of_the_best() -> None:
     assert CostModel().fast_halflife_octaves == 0.5  # chosen by grouped CV (train/model.py docstring)
 
 
