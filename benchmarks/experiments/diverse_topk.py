@@ -26,10 +26,7 @@ import sys
 from collections.abc import Callable
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 from training_rows import TrainingRows
-
-from tilecost.train.model import CostModel
 
 SEED = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 K = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -62,23 +59,16 @@ def pick(order: np.ndarray, columns: dict[str, np.ndarray], key: str | None, cap
 
 def main() -> None:
     data = TrainingRows.load()
-    problems = np.unique(data.groups)
-    predicted = np.full(len(data.groups), np.nan)
-    for fit_p, _ in GroupKFold(5, shuffle=True, random_state=SEED).split(problems, groups=problems):
-        in_fit = np.isin(data.groups, problems[fit_p])
-        test_i = np.flatnonzero(~in_fit)
-        predicted[test_i] = data.fit(np.flatnonzero(in_fit), CostModel()).predict(data.X[test_i])
-        print(f"fold done: {int(np.isfinite(predicted).sum()):,} rows scored", flush=True)
+    predicted = data.out_of_fold(
+        SEED, progress=lambda p: print(f"fold done: {int(np.isfinite(p).sum()):,} rows scored", flush=True)
+    )
     names = ["block_m", "block_n", "block_k", "split_k"]
     columns_all = {n: data.rows[n].to_numpy() for n in names}
     whole = data.rows["sample_fraction"].to_numpy() >= 0.999
-    order_all = np.argsort(data.groups, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, data.groups[order_all][1:] != data.groups[order_all][:-1], True])
     scores: dict[str, list[float]] = {name: [] for name, _, _ in RULES}
     top1: list[float] = []
     is_whole: list[bool] = []
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        rows = order_all[a:b]
+    for rows in data.problem_rows():
         times = data.time_us[rows]
         cols = {n: columns_all[n][rows] for n in names}
         order = np.argsort(predicted[rows], kind="stable")

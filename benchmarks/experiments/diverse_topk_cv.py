@@ -21,7 +21,6 @@ import sys
 from collections.abc import Callable
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 from training_rows import TrainingRows
 
 from tilecost.config import TileConfig
@@ -39,14 +38,8 @@ if os.path.exists(CACHE) and set(SEEDS) <= set(int(s) for s in np.load(CACHE)["s
     oof = {s: cached[f"seed{s}"] for s in SEEDS}
 else:
     oof = {}
-    problems = np.unique(data.groups)
     for seed in SEEDS:
-        pred = np.empty(len(data.groups))
-        for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
-            in_fit = np.isin(data.groups, problems[fit_p])
-            test_i = np.flatnonzero(~in_fit)
-            pred[test_i] = data.fit(np.flatnonzero(in_fit)).predict(data.X[test_i])
-        oof[seed] = pred
+        oof[seed] = data.out_of_fold(seed)
         print(f"fold seed {seed}: fitted", flush=True)
     np.savez(CACHE, seeds=np.array(SEEDS), **{f"seed{s}": p for s, p in oof.items()})
 

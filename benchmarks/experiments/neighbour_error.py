@@ -26,11 +26,9 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import GroupKFold
 from training_rows import TrainingRows
 
 from tilecost.problem import Problem
-from tilecost.train.model import CostModel
 
 SEED = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 GOOD = 0.90
@@ -76,14 +74,8 @@ def judge(name: str, bad: np.ndarray, signal: np.ndarray) -> str:
 
 def main() -> None:
     data = TrainingRows.load()
-    problems = np.unique(data.groups)
-    oof: dict[str, float] = {}
-    for fit_p, _ in GroupKFold(5, shuffle=True, random_state=SEED).split(problems, groups=problems):
-        in_fit = np.isin(data.groups, problems[fit_p])
-        test_i = np.flatnonzero(~in_fit)
-        predicted = data.fit(np.flatnonzero(in_fit), CostModel()).predict(data.X[test_i])
-        oof |= data.top1_by_problem(test_i, predicted)
-        print(f"fold done: {len(oof)} problems scored", flush=True)
+    predicted = data.out_of_fold(SEED, progress=lambda p: print("fold done", flush=True))
+    oof = data.top1_by_problem(np.arange(len(predicted)), predicted)
     values = np.array(list(oof.values()))
     print(f"{len(oof)} training problems, out-of-fold top-1 {np.exp(np.log(values).mean()):.3f} "
           f"(geometric mean), {int((values < GOOD).sum())} below {GOOD}")  # fmt: skip

@@ -17,10 +17,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from sklearn.model_selection import GroupKFold
 from training_rows import TrainingRows
-
-from tilecost.train.model import CostModel
 
 
 def parse_arm(text: str) -> tuple[str, dict[str, float | int]]:
@@ -36,21 +33,13 @@ def main() -> None:
     seed = int(sys.argv[1])
     arms = [parse_arm(a) for a in sys.argv[2:]] or [("shipped", {})]
     data = TrainingRows.load()
-    problems = np.unique(data.groups)
     whole = data.rows["sample_fraction"].to_numpy() >= 0.999
-    order_all = np.argsort(data.groups, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, data.groups[order_all][1:] != data.groups[order_all][:-1], True])
-    print(f"fold seed {seed}; {len(problems)} training problems; arms: {arms}", flush=True)
+    by_problem = data.problem_rows()
+    print(f"fold seed {seed}; {len(by_problem)} training problems; arms: {arms}", flush=True)
     for name, settings in arms:
-        predicted = np.full(len(data.groups), np.nan)
-        for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
-            in_fit = np.isin(data.groups, problems[fit_p])
-            test_i = np.flatnonzero(~in_fit)
-            model = CostModel(**settings)  # type: ignore[arg-type]
-            predicted[test_i] = data.fit(np.flatnonzero(in_fit), model).predict(data.X[test_i])
+        predicted = data.out_of_fold(seed, settings)
         top1, top5, is_whole = [], [], []
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            rows = order_all[a:b]
+        for rows in by_problem:
             times = data.time_us[rows]
             order = np.argsort(predicted[rows], kind="stable")
             top1.append(times.min() / times[order[0]])

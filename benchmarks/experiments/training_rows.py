@@ -2,12 +2,13 @@
 
 The experiments run as scripts (``python benchmarks/experiments/<name>.py``), so this folder is on their path:
 they import :class:`TrainingRows` from here, load it once and fit models on index sets with
-:meth:`TrainingRows.fit` (the shipped settings).
+:meth:`TrainingRows.fit` (the shipped settings), or get every row's out-of-fold prediction from
+:meth:`TrainingRows.out_of_fold` and score it per problem over :meth:`TrainingRows.problem_rows`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,34 @@ class TrainingRows:
         """A cost model (``model``, default the shipped settings) fitted on the rows ``index`` (:func:`fit_rows`)."""
         return fit_rows(model or CostModel(), self.rows.iloc[index], self.device, X=self.X[index])
 
+    def folds(self, seed: int) -> Iterator[np.ndarray]:
+        """Grouped 5-fold CV over the training problems (fold seed ``seed``): per fold, a row mask of the four
+        folds a model is fitted on (the other fold's rows are its test rows)."""
+        problems = np.unique(self.groups)
+        for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
+            yield np.isin(self.groups, problems[fit_p])
+
+    def out_of_fold(
+        self, seed: int, settings: Mapping[str, Any] = {}, progress: Callable[[np.ndarray], None] | None = None
+    ) -> np.ndarray:
+        """Every row's out-of-fold prediction: on each of :meth:`folds`, a ``CostModel(**settings)`` (default the
+        shipped settings) fitted on the fit folds predicts the test fold's rows. ``progress`` is called after each
+        fold with the predictions so far (NaN where not yet predicted)."""
+        predicted = np.full(len(self.groups), np.nan)
+        for in_fit in self.folds(seed):
+            test_i = np.flatnonzero(~in_fit)
+            predicted[test_i] = self.fit(np.flatnonzero(in_fit), CostModel(**settings)).predict(self.X[test_i])
+            if progress is not None:
+                progress(predicted)
+        return predicted
+
+    def problem_rows(self) -> list[np.ndarray]:
+        """Each training problem's row indices (problems in key order, rows in dataset order)."""
+        order = np.argsort(self.groups, kind="stable")
+        sorted_groups = self.groups[order]
+        bounds = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1], True])
+        return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
     def cv_arms(
         self,
         arms: Callable[[int], Mapping[str, np.ndarray]],
@@ -65,13 +94,11 @@ class TrainingRows:
         folds' rows it keeps, and every test problem's top-1 within its timed configurations is recorded under
         each subset (named predicate on the problem key) it is in. Prints one line per fold seed (every test
         problem) and a summary per arm; returns the scores."""
-        problems = np.unique(self.groups)
         scores: dict[str, dict[str, list[float]]] = {}
         for seed in seeds:
             masks = arms(seed)
             per_seed: dict[str, list[float]] = {}
-            for fit_p, _ in GroupKFold(5, shuffle=True, random_state=seed).split(problems, groups=problems):
-                in_fit = np.isin(self.groups, problems[fit_p])
+            for in_fit in self.folds(seed):
                 test_i = np.flatnonzero(~in_fit)
                 for arm, keep in masks.items():
                     model = CostModel(**settings.get(arm, {}))
