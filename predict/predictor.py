@@ -13,7 +13,8 @@ A query, in order:
 3. otherwise the first ``shortlist_width`` members of the shape's shortlist
    (:mod:`tilecost.predict.shortlist`) are masked to the feasible candidates
    (:mod:`tilecost.predict.feasibility`) and scored with the full model (:mod:`tilecost.predict.scoring`);
-   when their fastest sits at position ``extend_from`` of the list or later, the rest of the list is
+   when their fastest sits at position ``extend_from`` of the list or later, or fewer than
+   :data:`~tilecost.predict.scoring.SMALL_HEAD` of them are feasible, the rest of the list is
    scored too; the fastest is returned with its out-of-distribution verdict (:mod:`tilecost.predict.ood`:
    the shape's distance and range, then the model-side rules on the scores just made). Without
    shortlists in the artifact, every candidate is scored. A booster fitted with per-problem centring

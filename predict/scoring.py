@@ -33,11 +33,13 @@ from tilecost.space import config_space
 from .feasibility import SpaceColumns, feasible_mask
 from .jit import CompiledShortlist, CompiledTrees
 
-__all__ = ["CandidateSet", "GroupScorer", "Scorer", "merge_best_two", "times_from_target"]
+__all__ = ["SMALL_HEAD", "CandidateSet", "GroupScorer", "Scorer", "merge_best_two", "times_from_target"]
 
 # Problems featurised and scored together by top_configs: ~55,000 rows (~860 candidates each on the
 # H200 bf16 space; at most ~2,600), 20-60 MB of float64, large enough for xgboost's batch speed.
 _CHUNK_PROBLEMS = 64
+# A shortlist head with fewer feasible members than this has the rest of its list scored too.
+SMALL_HEAD = 3
 
 # Something that maps feature rows to the model's target: TreeEnsemble.predict, or, at export, a
 # faster equivalent such as xgboost.Booster.inplace_predict.
@@ -173,6 +175,12 @@ class GroupScorer:
         second-fastest µs (None with one feasible member); None with none. What :meth:`times_us`
         followed by ``argmin`` (ties: the first in space order) and ``np.partition`` give; the
         compiled path does it in the kernel call, without returning the feature rows."""
+        return self._best_two_counted(problem, candidates)[0]
+
+    def _best_two_counted(
+        self, problem: Problem, candidates: CandidateSet
+    ) -> tuple[tuple[int, float, float | None] | None, int]:
+        """:meth:`best_two` and how many members of ``candidates`` were feasible."""
         if self.compiled is not None:
             roofline = _LOG2_ROOFLINE if self.target == "log_time_over_roofline" else -1
             if self.compiled_level is not None:
@@ -181,14 +189,14 @@ class GroupScorer:
                 found = self.compiled.best_two(problem, candidates.indices, roofline)
             index, best_us, second_us, count = found
             if count == 0:
-                return None
-            return int(index), float(best_us), (float(second_us) if count > 1 else None)
+                return None, 0
+            return (int(index), float(best_us), (float(second_us) if count > 1 else None)), int(count)
         indices, times = self.times_us(problem, candidates)
         if not len(indices):
-            return None
+            return None, 0
         best = int(np.argmin(times))
         second = float(np.partition(times, 1)[1]) if len(times) > 1 else None
-        return int(indices[best]), float(times[best]), second
+        return (int(indices[best]), float(times[best]), second), len(indices)
 
     def best_two_extending(
         self,
@@ -197,11 +205,20 @@ class GroupScorer:
         late: NDArray[np.intp],
         tail: Callable[[], CandidateSet] | None,
     ) -> tuple[tuple[int, float, float | None] | None, bool]:
-        """:meth:`best_two` of ``head``; when its best is one of ``late``, of ``head`` and ``tail()``
-        together (:func:`merge_best_two`; ``tail`` is called only then, so a caller may build it lazily).
-        Returns the answer and whether ``tail`` was scored."""
-        found = self.best_two(problem, head)
-        if found is None or tail is None or not len(late) or found[0] not in late.tolist():
+        """:meth:`best_two` of ``head``; of ``head`` and ``tail()`` together (:func:`merge_best_two`;
+        ``tail`` is called only then, so a caller may build it lazily) when the head's best is one of
+        ``late`` or when fewer than :data:`SMALL_HEAD` of the head's members are feasible (some, not
+        none: with none the caller scores every candidate). Returns the answer and whether ``tail``
+        was scored.
+
+        Why the small heads: a head that leaves a shape one or two configurations to run is no choice
+        by the model. Measured on the seventeenth session's artifact (``benchmarks/experiments/
+        small_heads.py``), 13 of 765 shapes were answered from such heads and 3 of those 13 agreed
+        with scoring every candidate, against 569 of the other 752."""
+        found, count = self._best_two_counted(problem, head)
+        if found is None or tail is None:
+            return found, False
+        if count >= SMALL_HEAD and (not len(late) or found[0] not in late.tolist()):
             return found, False
         return merge_best_two(found, self.best_two(problem, tail())), True
 
