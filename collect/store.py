@@ -201,12 +201,12 @@ class DatasetStore:
         return dataset.to_table(columns=names, filter=expr)
 
 
-def check_schema_version(path: str, fs: pafs.FileSystem | None = None, found: pa.Schema | None = None) -> None:
+def check_schema_version(path: str, fs: pafs.FileSystem | None = None, file_schema: pa.Schema | None = None) -> None:
     """Raise :class:`DatasetError` unless the file at ``path`` carries this tilecost's schema version
-    (read from ``found``, the file's schema, when the caller has read it already)."""
+    (read from ``file_schema``, when the caller has read it already)."""
     import pyarrow.parquet as pq
 
-    meta = (found if found is not None else pq.read_schema(path, filesystem=fs)).metadata or {}
+    meta = (file_schema if file_schema is not None else pq.read_schema(path, filesystem=fs)).metadata or {}
     found = meta.get(_META_KEY)
     if found is None:
         raise DatasetError(f"{path}: no tilecost.schema_version in the file metadata; not a tilecost dataset file")

@@ -171,9 +171,9 @@ def _check_file(path: str, fs: Any) -> None:
 
     from tilecost.collect.store import check_schema_version
 
-    found = pq.read_schema(path, filesystem=fs)
-    check_schema_version(path, fs, found)
-    names = set(found.names)
+    file_schema = pq.read_schema(path, filesystem=fs)
+    check_schema_version(path, fs, file_schema)
+    names = set(file_schema.names)
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
         raise DatasetError(f"{path}: missing column(s) {missing}; training reads {list(REQUIRED_COLUMNS)}")
