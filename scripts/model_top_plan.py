@@ -1,59 +1,64 @@
-"""Write the eighth session's model-top plans: for every training problem of the dataset measured on less
-than 90% of its space, the K configurations the cost model (the shipped settings, fitted on the training
-problems) ranks fastest among those never timed on it, as plan files restricted to them (``only``).
+"""Write a model-top plan: training problems re-timed on the untimed part of the model's own top.
 
-    .venv/bin/python scripts/model_top_plan.py 64      (~1 min; writes datasets/plans/2026-11-30-model-top64-*.json)
+Most training problems are timed on a 25% sample of their space, so the configurations a model ranks fastest on
+them are often never timed there (nineteenth session, on the shipped artifact: the model's first choice is untimed
+on 52% of the 4,096 training problems, 4.7 of its top 8 on average), and nothing in the data tells the trees that
+they rank those too high. A plan entry here restricts a training problem (``only``) to the configurations among
+its ``WITHIN`` fastest by the artifact's full scoring (every candidate) that no run has timed on it
+(:func:`tilecost.train.nightly_plan.model_top_entries`, the nightly's ``--model-top`` with a rank bound).
 
-One file for bf16/fp16 and one for fp8/fp32, so that two GPUs compile disjoint kernels. The nightly loop does
-the same for a few problems a night with the champion artifact (``tilecost nightly --model-top N``).
+    .venv/bin/python scripts/model_top_plan.py NAME WITHIN PROBLEMS [SEED [CHUNKS]]
+        (~2 min; up to PROBLEMS problems in an order seeded by SEED, default 0, ranked by the shipped
+         artifact tilecost/models/h200; written to datasets/plans/NAME.json, or with CHUNKS > 1 cut in that
+         order into CHUNKS plans NAME-a.json, NAME-b.json, ... of random problems each, so that a collection
+         stopped at its time budget has covered every kind alike rather than the sweep's first patterns)
+
+The nineteenth session's plans: ``model_top_plan.py 2026-12-01-s19-model-top8 8 5000 19 4`` (3,595 problems,
+19,262 pairs, 4,498 distinct kernels).
+
+Collect it with ``--sample-fraction 1.0`` (an entry holds at most WITHIN configurations, under the sweep's
+``min_sample`` of 64, so every one is measured anyway). The eighth session's plans
+(``datasets/plans/2026-11-30-model-top64-*.json``: the 64 fastest untimed of a model refitted in the script, no
+rank bound) were written by this script's first version.
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import sys
-
-import numpy as np
-import pandas as pd
+import time
 
 from tilecost.collect.compile import specialisation_key
-from tilecost.device import load_device
-from tilecost.problem import Problem
-from tilecost.space import problem_candidates
+from tilecost.collect.plans import PlanEntry
+from tilecost.config import TileConfig
+from tilecost.predict import Predictor
 from tilecost.train.dataset import load_measurements
-from tilecost.train.model import CostModel
-from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
+from tilecost.train.nightly_plan import model_top_entries, plan_json
+from tilecost.train.pipeline import split_by_role
 
-K = int(sys.argv[1]) if len(sys.argv) > 1 else 64
-device = load_device("h200")
+if len(sys.argv) not in (4, 5, 6) or not 1 <= (int(sys.argv[5]) if len(sys.argv) > 5 else 1) <= 10:
+    sys.exit(__doc__)
+NAME, WITHIN, PROBLEMS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+SEED = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+CHUNKS = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+
+start = time.monotonic()
 train, _ = split_by_role(load_measurements("datasets/measurements", "h200"))
-model = fit_rows(CostModel(), train, device)
-rows = candidate_rows(train)
-timed = rows.groupby("problem_key").config_id.agg(set)
-first = rows.drop_duplicates("problem_key").set_index("problem_key")
-kernels: dict[str, set] = collections.defaultdict(set)
-plans: dict[str, list] = collections.defaultdict(list)
-for key, r in first.iterrows():
-    p = Problem(int(r.m), int(r.n), int(r.k), r["dtype"], r["layout"])
-    cands = list(problem_candidates(p, "h200"))
-    if len(timed[key]) >= 0.9 * len(cands):
-        continue
-    frame = pd.DataFrame(
-        [dict(m=p.m, n=p.n, k=p.k, dtype=p.dtype.value, layout=p.layout.value, variant=c.variant.value,
-              block_m=c.block_m, block_n=c.block_n, block_k=c.block_k, group_m=c.group_m, split_k=c.split_k,
-              num_warps=c.num_warps, num_stages=c.num_stages) for c in cands]
-    )  # fmt: skip
-    order = np.argsort(model.predict(build_features(frame, device)))
-    pick = [cands[i] for i in order if cands[i].key not in timed[key]][:K]
-    group = "16bit" if p.dtype.value in ("bf16", "fp16") else "fp8fp32"
-    kernels[group].update((*specialisation_key(p, c), c.key) for c in pick)
-    plans[group].append(
-        dict(m=p.m, n=p.n, k=p.k, dtype=p.dtype.value, layout=p.layout.value, family="model-top", role="train",
-             only={"config_id": sorted(c.key for c in pick)})
-    )  # fmt: skip
-for group, entries in plans.items():
-    pairs = sum(len(e["only"]["config_id"]) for e in entries)
-    print(f"{group}: {len(entries)} problems, {pairs} pairs, {len(kernels[group])} distinct kernels")
-    with open(f"datasets/plans/2026-11-30-model-top{K}-{group}.json", "w") as out:
-        json.dump(entries, out, indent=0)
+timed: dict[str, set[str]] = collections.defaultdict(set)
+for key, config_id in zip(train["problem_key"], train["config_id"], strict=True):
+    timed[key].add(config_id)
+predictor = Predictor.load("h200")
+print(f"{len(timed)} training problems read, artifact loaded ({time.monotonic() - start:.0f} s)", flush=True)
+entries: list[PlanEntry] = model_top_entries(
+    timed, predictor.predicted_times_us, problems=PROBLEMS, per_problem=WITHIN, seed=SEED, within=WITHIN
+)
+pairs = [(e.problem, TileConfig.from_key(k)) for e in entries for k in dict(e.only)["config_id"]]
+kernels = {(*specialisation_key(p, c), c.key) for p, c in pairs}
+by_kind = collections.Counter(f"{e.problem.dtype.value}-{e.problem.layout.value}" for e in entries)
+size = -(-len(entries) // CHUNKS)
+for i in range(CHUNKS):
+    path = f"datasets/plans/{NAME}.json" if CHUNKS == 1 else f"datasets/plans/{NAME}-{'abcdefghij'[i]}.json"
+    with open(path, "w") as out:
+        out.write(plan_json(entries[i * size : (i + 1) * size]))
+print(f"{NAME}: {len(entries)} problems in {CHUNKS} plan(s), {len(pairs)} pairs, {len(kernels)} distinct kernels "
+      f"({time.monotonic() - start:.0f} s); by kind {dict(sorted(by_kind.items()))}")  # fmt: skip

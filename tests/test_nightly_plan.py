@@ -150,6 +150,21 @@ def test_model_top_takes_each_problems_fastest_untimed_configs() -> None:
     assert all(len(dict(e.only)["config_id"]) == 5 for e in entries)
 
 
+def test_model_top_within_takes_only_the_untimed_part_of_the_models_own_top() -> None:
+    a, b = Problem(512, 1024, 4096), Problem(24, 14336, 4096)
+    order_a, order_b = (sorted(_fake_times(p), key=_fake_times(p).__getitem__) for p in (a, b))
+    # a: 3 of its 8 fastest timed, so 5 are left within the top 8 (not per_problem's 6);
+    # b: its whole top 8 timed, so it is passed over although most of its space is untimed.
+    timed = {a.key: {order_a[i].key for i in (0, 2, 5)}, b.key: {c.key for c in order_b[:8]}}
+
+    entries = model_top_entries(timed, _fake_times, problems=2, per_problem=6, seed=1, within=8)
+
+    assert [e.problem for e in entries] == [a]
+    assert dict(entries[0].only)["config_id"] == tuple(sorted(order_a[i].key for i in (1, 3, 4, 6, 7)))
+    with pytest.raises(ValueError, match="within=0 is not allowed"):
+        model_top_entries(timed, _fake_times, problems=1, per_problem=1, seed=0, within=0)
+
+
 def test_model_top_draws_problems_by_the_night_and_passes_over_fully_timed_ones() -> None:
     problems = [Problem(64 * (i + 1), 4096, 4096) for i in range(6)]
     timed = {p.key: set() for p in problems}

@@ -118,14 +118,19 @@ def model_top_entries(
     problems: int,
     per_problem: int,
     seed: int,
+    within: int | None = None,
 ) -> list[PlanEntry]:
     """Up to ``problems`` training problems of ``measured_configs`` (problem key -> the config ids timed
     on it, every run together), taken in an order seeded by ``seed``, each restricted to the
     ``per_problem`` configurations fastest by ``predicted_times`` among those not yet timed on it; a
-    problem with none left untimed is passed over. The entries measure all of their configurations
-    (at most a sweep's ``min_sample``, which :class:`NightlySettings` checks)."""
+    problem with none left untimed is passed over. With ``within``, only configurations among the
+    problem's ``within`` fastest predicted count (timed or not): the untimed part of the model's own top,
+    so a problem whose top is already timed is passed over too. The entries measure all of their
+    configurations (at most a sweep's ``min_sample``, which :class:`NightlySettings` checks)."""
     if problems < 0 or per_problem < 1:
         raise ValueError(f"model_top={problems} must be >= 0 and model_top_k={per_problem} >= 1")
+    if within is not None and within < 1:
+        raise ValueError(f"within={within} is not allowed; use None or an int >= 1")
     keys = sorted(measured_configs)
     random.Random(f"model-top:{seed}").shuffle(keys)
     out: list[PlanEntry] = []
@@ -134,8 +139,8 @@ def model_top_entries(
             break
         problem = Problem.from_key(key)
         timed = measured_configs[key]
-        times = predicted_times(problem)
-        untimed = sorted((t, c.key) for c, t in times.items() if c.key not in timed)[:per_problem]
+        ranked = sorted((t, c.key) for c, t in predicted_times(problem).items())[:within]
+        untimed = [(t, k) for t, k in ranked if k not in timed][:per_problem]
         if untimed:
             only = (("config_id", tuple(sorted(k for _, k in untimed))),)
             out.append(PlanEntry(problem, MODEL_TOP_FAMILY, Role.TRAIN, only))
