@@ -7,11 +7,14 @@ they rank those too high. A plan entry here restricts a training problem (``only
 its ``WITHIN`` fastest by the artifact's full scoring (every candidate) that no run has timed on it
 (:func:`tilecost.train.nightly_plan.model_top_entries`, the nightly's ``--model-top`` with a rank bound).
 
-    .venv/bin/python scripts/model_top_plan.py NAME WITHIN PROBLEMS [SEED [CHUNKS]]
-        (~2 min; up to PROBLEMS problems in an order seeded by SEED, default 0, ranked by the shipped
-         artifact tilecost/models/h200; written to datasets/plans/NAME.json, or with CHUNKS > 1 cut in that
-         order into CHUNKS plans NAME-a.json, NAME-b.json, ... of random problems each, so that a collection
-         stopped at its time budget has covered every kind alike rather than the sweep's first patterns)
+    .venv/bin/python scripts/model_top_plan.py NAME WITHIN PROBLEMS [SEED [CHUNKS [BOOSTER]]]
+        (~2 min; up to PROBLEMS problems in an order seeded by SEED, default 0, ranked by BOOSTER, an XGBoost
+         model file of a CostModel with the default target, ln(time / roofline): default the shipped artifact's
+         tilecost/models/h200/model.ubj, or the model.json that `tilecost train` logs to MLflow, under
+         mlruns/<experiment>/models/<model id>/artifacts/; written to datasets/plans/NAME.json, or with
+         CHUNKS > 1 cut in that order into CHUNKS plans NAME-a.json, NAME-b.json, ... of random problems each,
+         so that a collection stopped at its time budget has covered every kind alike rather than the sweep's
+         first patterns)
 
 The nineteenth session's plans: ``model_top_plan.py 2026-12-01-s19-model-top8 8 5000 19 4`` (3,595 problems,
 19,262 pairs, 4,498 distinct kernels).
@@ -28,29 +31,51 @@ import collections
 import sys
 import time
 
+import xgboost as xgb
+
 from tilecost.collect.compile import specialisation_key
 from tilecost.collect.plans import PlanEntry
 from tilecost.config import TileConfig
-from tilecost.predict import Predictor
+from tilecost.device import load_device
+from tilecost.predict.scoring import GroupScorer
+from tilecost.problem import Problem
 from tilecost.train.dataset import load_measurements
+from tilecost.train.model import CostModel
 from tilecost.train.nightly_plan import model_top_entries, plan_json
 from tilecost.train.pipeline import split_by_role
 
-if len(sys.argv) not in (4, 5, 6) or not 1 <= (int(sys.argv[5]) if len(sys.argv) > 5 else 1) <= 10:
+if len(sys.argv) not in (4, 5, 6, 7) or not 1 <= (int(sys.argv[5]) if len(sys.argv) > 5 else 1) <= 10:
     sys.exit(__doc__)
 NAME, WITHIN, PROBLEMS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 SEED = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 CHUNKS = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+BOOSTER = sys.argv[6] if len(sys.argv) > 6 else "tilecost/models/h200/model.ubj"
 
 start = time.monotonic()
 train, _ = split_by_role(load_measurements("datasets/measurements", "h200"))
 timed: dict[str, set[str]] = collections.defaultdict(set)
 for key, config_id in zip(train["problem_key"], train["config_id"], strict=True):
     timed[key].add(config_id)
-predictor = Predictor.load("h200")
-print(f"{len(timed)} training problems read, artifact loaded ({time.monotonic() - start:.0f} s)", flush=True)
+booster = xgb.Booster()
+booster.load_model(BOOSTER)
+device = load_device("h200")
+groups: dict[tuple[object, object], GroupScorer] = {}
+
+
+def predicted_times(problem: Problem) -> dict[TileConfig, float]:
+    """Every candidate's predicted µs by the whole booster (its level trees, if any, shift a problem's candidates
+    alike, so they leave the order as the predictor's main trees give it)."""
+    kind = (problem.dtype, problem.layout)
+    if kind not in groups:
+        groups[kind] = GroupScorer.build(device, *kind, CostModel().target, booster.inplace_predict)
+    group = groups[kind]
+    indices, times = group.times_us(problem, group.everything)
+    return {group.space[i]: float(t) for i, t in zip(indices, times, strict=True)}
+
+
+print(f"{len(timed)} training problems read, {BOOSTER} loaded ({time.monotonic() - start:.0f} s)", flush=True)
 entries: list[PlanEntry] = model_top_entries(
-    timed, predictor.predicted_times_us, problems=PROBLEMS, per_problem=WITHIN, seed=SEED, within=WITHIN
+    timed, predicted_times, problems=PROBLEMS, per_problem=WITHIN, seed=SEED, within=WITHIN
 )
 pairs = [(e.problem, TileConfig.from_key(k)) for e in entries for k in dict(e.only)["config_id"]]
 kernels = {(*specialisation_key(p, c), c.key) for p, c in pairs}
