@@ -17,7 +17,6 @@ from tilecost.train.nightly_plan import (
     MODEL_TOP_FAMILY,
     ensure_heldout,
     measurable,
-    measured_problem_keys,
     model_top_entries,
     plan_json,
     plan_night,
@@ -84,13 +83,6 @@ def test_the_plan_file_is_what_tilecost_collect_reads(tmp_path) -> None:
     path.write_text(plan_json(entries))
 
     assert load_plan_file(path) == entries
-
-
-def test_problem_keys_come_from_file_names() -> None:
-    files = ["/d/device_class=h200/dtype=bf16/layout=nt/24x14336x4096-bf16-nt--n20261129.parquet",
-             "/d/device_class=h200/dtype=bf16/layout=nt/1x2x3-bf16-nt--r1.parquet", "/d/readme.txt"]  # fmt: skip
-
-    assert measured_problem_keys(files) == {"24x14336x4096-bf16-nt", "1x2x3-bf16-nt"}
 
 
 def test_records_are_written_whole_and_the_plan_only_once(tmp_path) -> None:

@@ -52,9 +52,9 @@ def test_the_model_quality_notebook_runs_on_the_shipped_model_and_data() -> None
 def test_the_seed_figure_notebook_runs_or_names_the_missing_problems() -> None:
     from tilecost.collect.store import DatasetStore
     from tilecost.train.figures import SEED_PROBLEMS
-    from tilecost.train.nightly_plan import measured_problem_keys
 
-    measured = measured_problem_keys(DatasetStore(DATASET).files("h200"))
+    store = DatasetStore(DATASET)
+    measured = store.problem_keys(store.files("h200"))
     missing = [p.key for p in SEED_PROBLEMS if p.key not in measured]
     if missing:
         nbclient = pytest.importorskip("nbclient")

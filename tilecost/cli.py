@@ -2,6 +2,7 @@
 
     tilecost space     --device h200 --dtype bf16 --layout nt      count / list the candidate space
     tilecost collect   --family random=40 --dtypes bf16 ...        sweep a plan into the dataset
+    tilecost compact   --run-id r19mt                                merge a finished run's files, one per partition
     tilecost train / evaluate                                        (tilecost.train.cli)
     tilecost nightly   --device-class h200                           the nightly loop (tilecost.train.nightly)
     tilecost report    --out DIR                                     figures and an HTML page of a model
@@ -151,6 +152,18 @@ def visible_gpu_count() -> int:
         return torch.cuda.device_count()
 
 
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from tilecost.collect.store import DatasetStore
+
+    merged = DatasetStore(args.dataset).compact_run(args.device_class, args.run_id)
+    if not merged:
+        raise ValueError(f"run_id={args.run_id!r}: no per-problem files of this run under {args.dataset}")
+    for folder, count in merged.items():
+        print(f"{folder}: {count} problem files -> {args.run_id}.parquet")
+    print(f"compacted run {args.run_id}: {sum(merged.values())} problem files into {len(merged)} files")
+    return 0
+
+
 def _strip_option(argv: list[str], name: str) -> list[str]:
     out, skip = [], False
     for a in argv:
@@ -201,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget-s", type=float, default=None,
                    help="start no new problem after this long; give up one still measuring 30 s later")  # fmt: skip
     p.set_defaults(func=_cmd_collect)
+
+    p = sub.add_parser("compact", help="merge a finished run's per-problem files into one file per partition")
+    p.add_argument("--dataset", default=str(SHIPPED_DATASET), help="dataset root (path or pyarrow URI)")
+    p.add_argument("--device-class", default="h200")
+    p.add_argument("--run-id", required=True, help="the run whose files to merge (its problems stay measured)")
+    p.set_defaults(func=_cmd_compact)
 
     # Stage packages add their own commands; each register() imports nothing heavy.
     from tilecost.predict.cli import register as register_predict

@@ -298,22 +298,29 @@ def newest_run_mask(frame: pd.DataFrame) -> np.ndarray:
     that problem: measurements are never deleted from the files, and training, evaluation and the
     predictor's benchmark read the newest of each (problem, configuration) only."""
     import numpy as np
+    import pandas as pd
 
-    # Only problems measured by two runs or more can have superseded rows (65 of ~4,000 on the H200 data):
-    # the join and sort below run on their rows alone, the rest are kept as they are.
-    pairs = frame[["problem_key", "run_id"]].drop_duplicates()
-    repeated = pairs["problem_key"][pairs["problem_key"].duplicated()].unique()
+    # On integer codes, with numpy: the nineteenth session's model-top run re-timed 3,595 of 4,096 training problems,
+    # and the pandas join and sort this replaced took 7.7 s on their 2.7 M rows (0.4 s when 65 problems had two runs).
+    problem = pd.factorize(frame["problem_key"])[0]
+    config = pd.factorize(frame["config_id"])[0]
+    run = pd.factorize(frame["run_id"])[0]
     keep = np.ones(len(frame), dtype=bool)
-    if not len(repeated):
+    if len(frame) == 0 or run.max() == 0:
         return keep
-    rows = np.flatnonzero(frame["problem_key"].isin(repeated).to_numpy())
-    some = frame.iloc[rows]
-    runs = some.groupby(["problem_key", "run_id"], sort=False)["timestamp"].max().rename("_run_time")
-    keyed = some[["problem_key", "config_id", "run_id"]].join(runs, on=["problem_key", "run_id"])
-    newest = keyed.sort_values("_run_time", kind="stable").drop_duplicates(["problem_key", "config_id"], keep="last")
-    index = ["problem_key", "config_id", "run_id"]
-    keep[rows] = keyed.set_index(index).index.isin(newest.set_index(index).index)
-    return keep
+    # A run's time on a problem: its latest timestamp there (ns since the epoch; missing ones sort first).
+    stamp = frame["timestamp"].to_numpy(dtype="datetime64[ns]").view(np.int64)
+    pair = problem.astype(np.int64) * (int(run.max()) + 1) + run
+    pair_codes, pair_of_row = np.unique(pair, return_inverse=True)
+    run_time = np.full(len(pair_codes), np.iinfo(np.int64).min)
+    np.maximum.at(run_time, pair_of_row, stamp)
+    # Per (problem, configuration): the run of its last row once sorted by run time, ties in frame order.
+    cell = problem.astype(np.int64) * (int(config.max()) + 1) + config
+    order = np.lexsort((np.arange(len(frame)), run_time[pair_of_row], cell))
+    last = np.flatnonzero(np.r_[cell[order][1:] != cell[order][:-1], True])
+    cell_codes = cell[order][last]
+    newest_run = run[order][last]
+    return run == newest_run[np.searchsorted(cell_codes, cell)]
 
 
 def _newest_run_per_problem(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tilecost.collect.plans import (
@@ -51,7 +51,6 @@ __all__ = [
     "MODEL_TOP_FAMILY",
     "ensure_heldout",
     "flagged_problems",
-    "measured_problem_keys",
     "measurable",
     "model_top_entries",
     "plan_json",
@@ -64,16 +63,6 @@ MODEL_TOP_FAMILY = "model-top"
 # Extra random draws allowed to find one held-out problem (each is held out with probability 0.2,
 # so 64 draws miss with probability 0.8**64, about 6e-7).
 _HELDOUT_DRAWS = 64
-
-
-def measured_problem_keys(files: Iterable[str]) -> set[str]:
-    """Problem keys of a dataset's files (``<problem key>--<run id>.parquet``), from the names alone."""
-    keys = set()
-    for path in files:
-        name = path.rsplit("/", 1)[-1]
-        if name.endswith(".parquet") and "--" in name:
-            keys.add(name.split("--", 1)[0])
-    return keys
 
 
 def measurable(problem: Problem) -> bool:

@@ -24,7 +24,6 @@ from tilecost.problem import Problem
 from .drift import DriftReport, DriftStatus, SentinelRows, compare_sentinels, sentinel_plan
 from .nightly_plan import (
     flagged_problems,
-    measured_problem_keys,
     model_top_entries,
     plan_json,
     plan_night,
@@ -144,7 +143,7 @@ def step_plan(night: NightContext) -> tuple[list[PlanEntry], StepOutcome]:
             Step.PLAN, Outcome.REUSED, f"plan: {len(entries)} problems from {d.plan_path}", record
         )
     store = DatasetStore(s.dataset)
-    measured = measured_problem_keys(store.files(s.device_class))
+    measured = store.problem_keys(store.files(s.device_class))
     flagged: list[Problem] = []
     query_log = s.query_log
     if query_log:
