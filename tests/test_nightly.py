@@ -276,8 +276,8 @@ def test_model_top_re_times_training_problems_on_the_champions_untimed_favourite
     for key, config_id in zip(keys, config_ids, strict=True):
         timed.setdefault(key, set()).add(config_id)
 
-    code, _ = _run(_night(base, "2026-12-05", "--steps", "plan,collect", "--model-top", "2", "--model-top-k", "8"),
-                   capsys)  # fmt: skip
+    code, _ = _run(_night(base, "2026-12-05", "--steps", "plan,collect", "--model-top", "2", "--model-top-k", "8",
+                          "--model-top-within", "12"), capsys)  # fmt: skip
 
     assert code == EXIT_OK
     plan = json.loads((base / "state" / "2026-12-05" / "plan.json").read_text())
@@ -289,8 +289,9 @@ def test_model_top_re_times_training_problems_on_the_champions_untimed_favourite
         problem = Problem(entry["m"], entry["n"], entry["k"], entry["dtype"], entry["layout"])
         chosen = entry["only"]["config_id"]
         times = champion.predicted_times_us(problem)
-        untimed = sorted((t, c.key) for c, t in times.items() if c.key not in timed[problem.key])
-        assert sorted(chosen) == sorted(k for _, k in untimed[:8])
+        ranked = sorted((t, c.key) for c, t in times.items())[:12]  # --model-top-within 12
+        untimed = [k for _, k in ranked if k not in timed[problem.key]]
+        assert chosen and sorted(chosen) == sorted(untimed[:8])
         tonight = pq.read_table(store.file_path("h200", problem, "n20261205"), columns=["config_id"])
         assert sorted(tonight.column(0).to_pylist()) == sorted(chosen)  # every one timed, nothing else
 
@@ -298,3 +299,5 @@ def test_model_top_re_times_training_problems_on_the_champions_untimed_favourite
 def test_model_top_k_above_min_sample_is_refused() -> None:
     with pytest.raises(ValueError, match="model_top_k=65 must be <= min_sample=64"):
         NightlySettings(model_top=1, model_top_k=65, min_sample=64)
+    with pytest.raises(ValueError, match="model_top_within=-1 must be >= 0"):
+        NightlySettings(model_top=1, model_top_within=-1)

@@ -67,6 +67,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
             max_flagged=args.max_flagged,
             model_top=args.model_top,
             model_top_k=args.model_top_k,
+            model_top_within=args.model_top_within,
             sentinels=args.sentinels,
             sentinel_configs=args.sentinel_configs,
             sample_fraction=args.sample_fraction,
@@ -141,6 +142,8 @@ def register(sub: Any) -> None:
                    help="training problems re-timed on the model's untimed favourites a night")  # fmt: skip
     p.add_argument("--model-top-k", type=int, default=64,
                    help="configurations per model-top problem (at most --min-sample)")  # fmt: skip
+    p.add_argument("--model-top-within", type=int, default=0,
+                   help="take only the untimed among the model's N fastest of each problem (0: no bound)")  # fmt: skip
     p.add_argument("--sentinels", type=int, default=5, help="sentinel problems (0 to skip the drift check)")
     p.add_argument("--sentinel-configs", type=int, default=32, help="configurations measured per sentinel")
     p.add_argument("--sample-fraction", type=float, default=0.35, help="of a training problem's candidates")

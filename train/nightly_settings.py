@@ -92,6 +92,7 @@ class NightlySettings:
     max_flagged: int = 16
     model_top: int = 0  # training problems re-timed on the model's untimed favourites (nightly_plan)
     model_top_k: int = 64
+    model_top_within: int = 0  # only configurations among the model's this many fastest (0: no bound)
     sentinels: int = 5
     sentinel_configs: int = 32
     sample_fraction: float = 0.35
@@ -123,8 +124,8 @@ class NightlySettings:
             plan_family(name, 0, DType.BF16, Layout.NT)  # raises ValueError naming the known families
             if count < 0:
                 raise ValueError(f"family {name}={count}: count must be >= 0")
-        for name, low in (("max_flagged", 0), ("model_top", 0), ("model_top_k", 1), ("sentinel_configs", 1),
-                          ("min_sample", 1), ("rounds", 1)):  # fmt: skip
+        for name, low in (("max_flagged", 0), ("model_top", 0), ("model_top_k", 1), ("model_top_within", 0),
+                          ("sentinel_configs", 1), ("min_sample", 1), ("rounds", 1)):  # fmt: skip
             if getattr(self, name) < low:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= {low}")
         if not self.sentinels >= 0:

@@ -171,7 +171,8 @@ def step_plan(night: NightContext) -> tuple[list[PlanEntry], StepOutcome]:
 
 
 def _model_top(store: Any, s: NightlySettings, seed: int) -> list[PlanEntry]:
-    """:func:`model_top_entries` of the dataset's training problems, ranked by ``s.ranking_artifact``."""
+    """:func:`model_top_entries` of the dataset's training problems, ranked by ``s.ranking_artifact`` (bounded to
+    each problem's ``s.model_top_within`` fastest when set)."""
     import pyarrow.compute as pc
 
     from tilecost.predict import Predictor
@@ -182,7 +183,12 @@ def _model_top(store: Any, s: NightlySettings, seed: int) -> list[PlanEntry]:
         timed.setdefault(key, set()).add(config_id)
     predictor = Predictor.load(s.ranking_artifact)
     return model_top_entries(
-        timed, predictor.predicted_times_us, problems=s.model_top, per_problem=s.model_top_k, seed=seed
+        timed,
+        predictor.predicted_times_us,
+        problems=s.model_top,
+        per_problem=s.model_top_k,
+        seed=seed,
+        within=s.model_top_within or None,
     )
 
 
