@@ -151,6 +151,7 @@ class DatasetStore:
                 keys.update(pc.unique(column).to_pylist())
         return keys
 
+    # ---------------------------------------------------------------- writing
     def compact_run(self, device_class: str, run_id: str) -> dict[str, int]:
         """Merge ``run_id``'s per-problem files into one file per partition (module docstring).
 
@@ -206,7 +207,6 @@ class DatasetStore:
         else:
             pq.write_table(table, final, filesystem=self.fs, compression="zstd", compression_level=9)
 
-    # ---------------------------------------------------------------- writing
     def write_problem(self, device_class: str, problem: Problem, run_id: str, rows: list[Mapping[str, Any]]) -> str:
         """Write one problem's rows as one file, atomically. Returns the file's path."""
         import pyarrow as pa
