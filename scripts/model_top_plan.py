@@ -4,7 +4,7 @@ Most training problems are timed on a 25% sample of their space, so the configur
 them are often never timed there (nineteenth session, on the shipped artifact: the model's first choice is untimed
 on 52% of the 4,096 training problems, 4.7 of its top 8 on average), and nothing in the data tells the trees that
 they rank those too high. A plan entry here restricts a training problem (``only``) to the configurations among
-its ``WITHIN`` fastest by the artifact's full scoring (every candidate) that no run has timed on it
+its ``WITHIN`` fastest by the model's full scoring (every candidate, by BOOSTER below) that no run has timed on it
 (:func:`tilecost.train.nightly_plan.model_top_entries`, the nightly's ``--model-top`` with a rank bound).
 
     .venv/bin/python scripts/model_top_plan.py NAME WITHIN PROBLEMS [SEED [CHUNKS [BOOSTER]]]
@@ -17,7 +17,9 @@ its ``WITHIN`` fastest by the artifact's full scoring (every candidate) that no 
          first patterns)
 
 The nineteenth session's plans: ``model_top_plan.py 2026-12-01-s19-model-top8 8 5000 19 4`` (3,595 problems,
-19,262 pairs, 4,498 distinct kernels).
+19,262 pairs, 4,498 distinct kernels; written by the version of commit 21311e5, which ranked with the shipped
+predictor's ``predicted_times_us`` instead of a booster file), then ``... 2026-12-01-s19-model-top8-round2 8 5000 20
+1 <round one's MLflow model.json>`` and ``... -round3 8 5000 21 1 <round two's>``.
 
 Collect it with ``--sample-fraction 1.0`` (an entry holds at most WITHIN configurations, under the sweep's
 ``min_sample`` of 64, so every one is measured anyway). The eighth session's plans
