@@ -8,7 +8,7 @@
 # 98 MB the tree held after the fourteenth session; collecting does not load it; SLIM_PATHS=datasets/measurements
 # leaves the model for a call that loads it and reads no measurements, such as autotune) out of the index and into
 # .git/info/exclude; the files stay on disk. SLIM_KEEP_RUNS (run ids) keeps those runs' Parquet files
-# (`*--RUN.parquet`) of the slimmed paths in the index, so that a collect resuming them skips what they measured:
+# (`*--RUN.parquet`, or `RUN.parquet` once compacted) of the slimmed paths in the index, so that a collect resuming them skips what they measured:
 # SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends the code, the plans and
 # those runs' files (with the model alone out, the fourteenth session's tree was at the limit). `restore` puts
 # everything slimmed back, whatever SLIM_PATHS says then. A commit made while slim would record the slimmed files
@@ -28,7 +28,7 @@ slim)
     git rm -r -q --cached -- $PATHS
     for run in ${SLIM_KEEP_RUNS:-}; do
         # shellcheck disable=SC2086
-        find $PATHS -type f -name "*--$run.parquet" -print0 | xargs -0 -r git add -f --
+        find $PATHS -type f \( -name "*--$run.parquet" -o -name "$run.parquet" \) -print0 | xargs -0 -r git add -f --
     done
     for p in $PATHS; do printf '/%s/\n%s\n' "$p" "$MARK"; done >>"$EXCLUDE"  # each path, then the mark
     echo "slim: $PATHS out of the index; $(size) bytes travel. Run 'bash scripts/device_tree.sh restore' before committing." ;;

@@ -122,8 +122,8 @@ class Measurements:
 
     def problem_keys(self, role: str | None = None) -> list[str]:
         """Sorted problem keys, of one role (``train`` or ``heldout``) if given."""
-        frame = self.frame if role is None else self.frame[self.frame["role"] == role]
-        return sorted(frame["problem_key"].unique().tolist())
+        keys = self.frame["problem_key"] if role is None else self.frame.loc[self.frame["role"] == role, "problem_key"]
+        return sorted(keys.unique().tolist())
 
     def subset(self, role: str) -> pd.DataFrame:
         """The rows of one role, in dataset order."""
