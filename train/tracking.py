@@ -150,7 +150,9 @@ def _requirements() -> list[str]:
     import numpy
     import pandas
 
-    return [*mlflow.xgboost.get_default_pip_requirements(), f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}"]
+    pins = [f"numpy=={numpy.__version__}", f"pandas=={pandas.__version__}"]
+    return [*mlflow.xgboost.get_default_pip_requirements(), *pins]
+
 
 def log_training_run(
     *,
