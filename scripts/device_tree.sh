@@ -8,7 +8,8 @@
 # 98 MB the tree held after the fourteenth session; collecting does not load it; SLIM_PATHS=datasets/measurements
 # leaves the model for a call that loads it and reads no measurements, such as autotune) out of the index and into
 # .git/info/exclude; the files stay on disk. SLIM_KEEP_RUNS (run ids) keeps those runs' Parquet files
-# (`*--RUN.parquet`, or `RUN.parquet` once compacted) of the slimmed paths in the index, so that a collect resuming them skips what they measured:
+# (`*--RUN.parquet`, or `RUN.parquet` once compacted) of the slimmed paths in the index, so that a collect resuming
+# them skips what they measured:
 # SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends the code, the plans and
 # those runs' files (with the model alone out, the fourteenth session's tree was at the limit). `restore` puts
 # everything slimmed back, whatever SLIM_PATHS says then. A commit made while slim would record the slimmed files

@@ -101,6 +101,21 @@ def test_registered_model_versions_carry_their_target_and_schema(runs) -> None:
     assert {r.run.model_version for r in results} == {"1", "2", "3"}
 
 
+def test_a_registered_model_loads_back_and_names_what_it_needs(runs) -> None:
+    import mlflow.pyfunc
+    import mlflow.xgboost
+    import numpy as np
+    import xgboost as xgb
+
+    uri, _, (_, strong, _) = runs
+    _client(uri)
+    booster = mlflow.xgboost.load_model("models:/tilecost-h200/2")
+    x = np.zeros((3, len(FEATURE_NAMES)))
+    assert np.array_equal(booster.inplace_predict(x), strong.model.booster_.inplace_predict(x))
+    needs = Path(mlflow.pyfunc.get_model_dependencies("models:/tilecost-h200/2")).read_text().split()
+    assert {f"xgboost=={xgb.__version__}", f"numpy=={np.__version__}"} <= set(needs)
+
+
 def test_tracking_uri_defaults_to_local_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert tracking_uri() == "sqlite:///mlflow.db"
