@@ -102,13 +102,14 @@ def test_registered_model_versions_carry_their_target_and_schema(runs) -> None:
 
 
 def test_a_registered_model_loads_back_and_names_what_it_needs(runs) -> None:
+    import mlflow
     import mlflow.pyfunc
     import mlflow.xgboost
     import numpy as np
     import xgboost as xgb
 
     uri, _, (_, strong, _) = runs
-    _client(uri)
+    mlflow.set_tracking_uri(uri)
     booster = mlflow.xgboost.load_model("models:/tilecost-h200/2")
     x = np.zeros((3, len(FEATURE_NAMES)))
     assert np.array_equal(booster.inplace_predict(x), strong.model.booster_.inplace_predict(x))

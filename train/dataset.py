@@ -133,7 +133,7 @@ class Measurements:
         return sorted(keys.unique().tolist())
 
     def subset(self, role: str) -> pd.DataFrame:
-        """The rows of one role, in dataset order."""
+        """The rows of one role, in the frame's order (problem key, then configuration key)."""
         if role not in ROLES:
             raise ValueError(f"role={role!r} is not allowed; use one of {ROLES}")
         return self.frame[self.frame["role"] == role].reset_index(drop=True)
