@@ -22,7 +22,12 @@ child), the leaf value, and ``default_right`` (where a NaN goes). The roots are 
 of ``LANES`` with a zero-valued leaf, so that every row walks ``LANES`` trees in lockstep: 16
 independent chains of loads keep the core busy where one chain would wait on each load (measured on
 this 2-core EPYC: 300 trees of depth 8, 20 rows, 57 µs with 16 lanes, 178 µs walking one tree at a
-time, 196 µs for the numpy level-wise walk).
+time, 196 µs for the numpy level-wise walk). And every row of a block of :data:`ROW_BLOCK` takes its
+step down those 16 trees before any row takes the next, so a query's 8 rows keep 128 chains in
+flight: a new shape's deeper nodes are mostly not in the caches, and waiting on them is where the
+walk's time goes. On the shipped H200 model (300 trees of depth 12) and the width-8 rows of 2,400
+distinct random shapes, the lockstep walk took 0.65-0.68 of the per-row walk's p50
+(``benchmarks/experiments/walk_lockstep.py``, BENCHMARKS §5, twenty-first session).
 """
 
 from __future__ import annotations
@@ -33,43 +38,51 @@ import numpy as np
 __all__ = ["LANES", "best_two", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
 
 LANES = 16
+# Rows walked together (walk_trees): a query's shortlist (~8-30 rows) is one block; bulk scoring keeps
+# its scratch and the nodes its rows share in the caches.
+ROW_BLOCK = 32
 _SHIFT = np.uint64(6)
 _MASK = np.uint64(63)
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk_row(xr, word, threshold, value, default_right, roots, depth, node):  # type: ignore[no-untyped-def]
-    """Sum of the leaf values row ``xr`` reaches, ``LANES`` trees at a time (``node``: scratch)."""
-    has_nan = False
-    for f in range(xr.shape[0]):
-        if xr[f] != xr[f]:
-            has_nan = True
-    total = 0.0
-    for start in range(0, roots.shape[0], LANES):
-        for j in range(LANES):
-            node[j] = roots[start + j]
-        for _ in range(depth):
-            for j in range(LANES):
-                at = node[j]
-                packed = np.uint64(word[at])
-                feature_value = xr[packed & _MASK]
-                if has_nan and feature_value != feature_value:
-                    right = np.uint64(default_right[at])
-                else:
-                    right = np.uint64(feature_value >= threshold[at])
-                node[j] = (packed >> _SHIFT) + right
-        for j in range(LANES):
-            total += np.float64(value[node[j]])
-    return total
-
-
-@numba.njit(cache=True, nogil=True)
 def walk_trees(x, word, threshold, value, default_right, roots, depth, base_score):  # type: ignore[no-untyped-def]
-    """Predictions (float64) for the float32 rows of ``x``: ``base_score`` + the reached leaves."""
-    out = np.empty(x.shape[0])
-    node = np.empty(LANES, np.uint64)
-    for r in range(x.shape[0]):
-        out[r] = _walk_row(x[r], word, threshold, value, default_right, roots, depth, node) + base_score
+    """Predictions (float64) for the float32 rows of ``x``: ``base_score`` + the reached leaves.
+
+    Rows go in blocks of :data:`ROW_BLOCK`; a block walks ``LANES`` trees at a time, one level at a time
+    for every row and lane before the next level (module docstring)."""
+    rows = x.shape[0]
+    has_nan = np.zeros(rows, np.bool_)
+    for r in range(rows):
+        for f in range(x.shape[1]):
+            if x[r, f] != x[r, f]:
+                has_nan[r] = True
+    total = np.zeros(rows)
+    node = np.empty((min(rows, ROW_BLOCK), LANES), np.uint64)
+    for first in range(0, rows, ROW_BLOCK):
+        last = min(rows, first + ROW_BLOCK)
+        for start in range(0, roots.shape[0], LANES):
+            for r in range(first, last):
+                for j in range(LANES):
+                    node[r - first, j] = roots[start + j]
+            for _ in range(depth):
+                for r in range(first, last):
+                    nan = has_nan[r]
+                    for j in range(LANES):
+                        at = node[r - first, j]
+                        packed = np.uint64(word[at])
+                        feature_value = x[r, packed & _MASK]
+                        if nan and feature_value != feature_value:
+                            right = np.uint64(default_right[at])
+                        else:
+                            right = np.uint64(feature_value >= threshold[at])
+                        node[r - first, j] = (packed >> _SHIFT) + right
+            for r in range(first, last):
+                for j in range(LANES):
+                    total[r] += np.float64(value[node[r - first, j]])
+    out = np.empty(rows)
+    for r in range(rows):
+        out[r] = total[r] + base_score
     return out
 
 

@@ -315,3 +315,21 @@ def _config_arrays(configs):
     from tilecost.features import ConfigArrays
 
     return ConfigArrays.from_configs(configs)
+
+
+@needs_numba
+def test_a_rows_prediction_does_not_depend_on_the_rows_walked_with_it(dataset: Dataset, model_json: bytes) -> None:
+    # walk_trees moves every row of a block one level down before the next level: a row with NaNs next to
+    # rows without, and a last block shorter than ROW_BLOCK, must give each row what it gets alone.
+    from tilecost.predict.jit_kernels import ROW_BLOCK
+
+    ensemble = TreeEnsemble.from_json(model_json)
+    rows = _rows(dataset, 2 * ROW_BLOCK + 5, seed=4)
+    rows[1::3, 7] = np.nan
+    assert ensemble.compiled is not None
+
+    together = ensemble.compiled.predict(rows)
+    alone = np.array([ensemble.compiled.predict(row[None, :])[0] for row in rows])
+
+    np.testing.assert_array_equal(together, alone)
+    np.testing.assert_array_equal(together, ensemble.predict_numpy(rows))

@@ -1,0 +1,121 @@
+"""The compiled walk with every row of a query in lockstep, against the per-row walk it replaced.
+
+    .venv/bin/python benchmarks/experiments/walk_lockstep.py [--shapes 2400] [--rounds 4] [--width 8]
+
+An experiment of the twenty-first session (BENCHMARKS §5). Until then :func:`~tilecost.predict.jit_kernels.walk_trees`
+walked one row at a time, 16 trees in lockstep (:func:`walk_per_row`, kept here as it was). Now every row of the
+query moves one level down its 16 trees before the next level: 8 rows give 128 independent chains of loads instead
+of 16. Both must give the same bits; then both are timed on the shortlist rows of distinct random shapes, the
+two walks taking turns shape by shape (round r gives shape i to walk (i + r) mod 2), so that neither finds the
+other's nodes in the caches, as a compiler's stream of new shapes would not. The sixteenth session's
+``walk_variants.py`` timed ``rows_inner`` (each row through a group before the next row) on 400 shapes' rows
+walked again and again, where all of them stay in the caches: it found no gain, and neither would this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numba
+import numpy as np
+
+from tilecost import Predictor, Problem
+from tilecost.predict import jit_kernels as kernels
+from tilecost.problem import DType, Layout
+
+LANES = kernels.LANES
+SHIFT = np.uint64(6)
+MASK = np.uint64(63)
+DTYPES = ("bf16", "fp16", "fp8e4m3", "fp32")
+
+
+@numba.njit(nogil=True)
+def walk_per_row(x, word, threshold, value, default_right, roots, depth, base_score):  # type: ignore[no-untyped-def]
+    """The walk shipped until the twenty-first session: one row at a time, ``LANES`` trees in lockstep."""
+    out = np.empty(x.shape[0])
+    node = np.empty(LANES, np.uint64)
+    for r in range(x.shape[0]):
+        xr = x[r]
+        has_nan = False
+        for f in range(xr.shape[0]):
+            if xr[f] != xr[f]:
+                has_nan = True
+        total = 0.0
+        for start in range(0, roots.shape[0], LANES):
+            for j in range(LANES):
+                node[j] = roots[start + j]
+            for _ in range(depth):
+                for j in range(LANES):
+                    at = node[j]
+                    packed = np.uint64(word[at])
+                    feature_value = xr[packed & MASK]
+                    if has_nan and feature_value != feature_value:
+                        right = np.uint64(default_right[at])
+                    else:
+                        right = np.uint64(feature_value >= threshold[at])
+                    node[j] = (packed >> SHIFT) + right
+            for j in range(LANES):
+                total += np.float64(value[node[j]])
+        out[r] = total + base_score
+    return out
+
+
+def shortlist_rows(predictor: Predictor, count: int, width: int, seed: int) -> list[np.ndarray]:
+    """The float32 feature rows that ``width``-member shortlist heads of ``count`` distinct random shapes score
+    (every dtype and layout of the artifact)."""
+    rng = np.random.default_rng(seed)
+    rows: list[np.ndarray] = []
+    seen: set[str] = set()
+    while len(rows) < count:
+        m, n, k = (max(1, int(round(2 ** rng.uniform(0, 14)))) for _ in range(3))
+        problem = Problem(m, n, k, DType(DTYPES[rng.integers(4)]), Layout(("nt", "nn")[rng.integers(2)]))
+        if problem.key in seen:
+            continue
+        seen.add(problem.key)
+        group = predictor._group(problem.dtype, problem.layout)
+        assert group.shortlist is not None and group.scorer.compiled is not None
+        members = group.shortlist.members(group.shortlist.list_id(problem), width)
+        _, x = group.scorer.compiled.features(problem, members)
+        if len(x):
+            rows.append(np.ascontiguousarray(x.astype(np.float32)))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shapes", type=int, default=2400)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--width", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=21)
+    args = parser.parse_args()
+    predictor = Predictor.load("tilecost/models/h200")
+    group = predictor._group(DType.BF16, Layout.NT)
+    compiled = group.scorer.compiled
+    assert compiled is not None, "numba is needed"
+    arrays = compiled.trees.arrays  # the main trees, as a query walks them
+    rows = shortlist_rows(predictor, args.shapes, args.width, args.seed)
+    walks = {"per_row": walk_per_row, "lockstep": kernels.walk_trees}
+    for name, walk in walks.items():
+        assert all((walk(x, *arrays) == walk_per_row(x, *arrays)).all() for x in rows), name
+    print(f"same bits on {len(rows)} shapes' rows ({np.mean([len(x) for x in rows]):.2f} rows a shape, "
+          f"width {args.width}, {len(compiled.trees.roots)} tree lanes of depth {compiled.trees.depth})")  # fmt: skip
+    names = list(walks)
+    ratios = []
+    for round_ in range(args.rounds):
+        spent: dict[str, list[float]] = {name: [] for name in names}
+        for i, x in enumerate(rows):
+            name = names[(i + round_) % len(names)]
+            start = time.perf_counter_ns()
+            walks[name](x, *arrays)
+            spent[name].append((time.perf_counter_ns() - start) / 1e3)
+        p50 = {name: float(np.percentile(v, 50)) for name, v in spent.items()}
+        ratios.append(p50["lockstep"] / p50["per_row"])
+        print(f"round {round_}: " + " | ".join(
+            f"{name} p50 {p50[name]:.1f} µs, p99 {np.percentile(spent[name], 99):.1f} µs" for name in names
+        ) + f" | lockstep / per_row p50 {ratios[-1]:.3f}")  # fmt: skip
+    print(f"lockstep / per_row p50 over {args.rounds} rounds: {min(ratios):.3f}-{max(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()
