@@ -10,18 +10,27 @@ two walks taking turns shape by shape (round r gives shape i to walk (i + r) mod
 other's nodes in the caches, as a compiler's stream of new shapes would not. The sixteenth session's
 ``walk_variants.py`` timed ``rows_inner`` (each row through a group before the next row) on 400 shapes' rows
 walked again and again, where all of them stay in the caches: it found no gain, and neither would this.
+
+Then the same end to end: ``Predictor.predict_best`` on new shapes (every dtype and layout, never from
+measurements), the shipped predictor and one whose shortlist kernel walks row by row (:class:`PerRowShortlist`)
+taking turns shape by shape, after checking on 200 shapes that both give the same answers. The walk is part of a
+query: the kernel's features, the level trees' walk, its ~20 arguments, the OOD verdict and the Python around them
+are the rest.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from typing import Any
 
 import numba
 import numpy as np
 
 from tilecost import Predictor, Problem
 from tilecost.predict import jit_kernels as kernels
+from tilecost.predict.jit import _LAYOUT, CompiledShortlist
 from tilecost.problem import DType, Layout
 
 LANES = kernels.LANES
@@ -59,6 +68,86 @@ def walk_per_row(x, word, threshold, value, default_right, roots, depth, base_sc
                 total += np.float64(value[node[j]])
         out[r] = total + base_score
     return out
+
+
+@numba.njit(nogil=True)
+def best_two_level_per_row(  # type: ignore[no-untyped-def]
+    members, problem, limits, space_ints, config_columns, device, layout,
+    word, threshold, value, default_right, roots, depth, base_score, roofline_column,
+    level_word, level_threshold, level_value, level_default_right, level_roots, level_depth, level_base_score,
+):  # fmt: skip
+    """:func:`~tilecost.predict.jit_kernels.best_two_level` with :func:`walk_per_row` for both walks."""
+    keep, x = kernels.shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    x32 = x.astype(np.float32)
+    predictions = walk_per_row(x32, word, threshold, value, default_right, roots, depth, base_score)
+    if keep.shape[0] > 0:
+        level = walk_per_row(x32[:1], level_word, level_threshold, level_value, level_default_right, level_roots,
+                             level_depth, level_base_score)[0]  # fmt: skip
+        predictions = predictions + level
+    return kernels._fastest_two(keep, x, predictions, roofline_column)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PerRowShortlist(CompiledShortlist):
+    """The shipped shortlist kernel's inputs, scored with the per-row walk."""
+
+    def best_two_level(self, problem: Problem, members: Any, roofline_column: int, level: Any) -> Any:
+        values, limits = self._problem(problem)
+        return best_two_level_per_row(  # type: ignore[call-arg]
+            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
+            self.device_values, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
+        )  # fmt: skip
+
+
+def per_row_predictor(path: str) -> Predictor:
+    """The artifact at ``path`` loaded, every group's shortlist kernel walking one row at a time."""
+    predictor = Predictor.load(path)
+    for dtype in DTYPES:
+        for layout in ("nt", "nn"):
+            group = predictor._group(DType(dtype), Layout(layout))
+            compiled = group.scorer.compiled
+            assert compiled is not None and group.scorer.compiled_level is not None
+            fields = {f.name: getattr(compiled, f.name) for f in dataclasses.fields(compiled)}
+            group.scorer = dataclasses.replace(group.scorer, compiled=PerRowShortlist(**fields))
+    return predictor
+
+
+def random_shapes(count: int, seed: int) -> list[Problem]:
+    """Distinct random problems of every dtype and layout, log-uniform over 1..16384 per extent."""
+    rng = np.random.default_rng(seed)
+    out: list[Problem] = []
+    seen: set[str] = set()
+    while len(out) < count:
+        m, n, k = (max(1, int(round(2 ** rng.uniform(0, 14)))) for _ in range(3))
+        problem = Problem(m, n, k, DType(DTYPES[rng.integers(4)]), Layout(("nt", "nn")[rng.integers(2)]))
+        if problem.key not in seen:
+            seen.add(problem.key)
+            out.append(problem)
+    return out
+
+
+def end_to_end(path: str, count: int, rounds: int, seed: int) -> None:
+    """``predict_best`` on new shapes, the shipped predictor and the per-row one taking turns shape by shape
+    (each shape answered by one of them only, never from measurements); both must give the same answers."""
+    predictors = {"per_row": per_row_predictor(path), "lockstep": Predictor.load(path)}
+    shapes = random_shapes(200 + count, seed)
+    for shape in shapes[:200]:
+        answers = [p.predict_best(shape, measured=False) for p in predictors.values()]
+        assert answers[0].config == answers[1].config and answers[0].time_us == answers[1].time_us, shape
+    names = list(predictors)
+    for round_ in range(rounds):
+        for p in predictors.values():
+            p.cache_clear()
+        spent: dict[str, list[float]] = {name: [] for name in names}
+        for i, shape in enumerate(shapes[200:]):
+            name = names[(i + round_) % len(names)]
+            start = time.perf_counter_ns()
+            predictors[name].predict_best(shape, measured=False)
+            spent[name].append((time.perf_counter_ns() - start) / 1e3)
+        p50 = {name: float(np.percentile(v, 50)) for name, v in spent.items()}
+        print(f"end to end, round {round_}: " + " | ".join(
+            f"{name} p50 {p50[name]:.1f} µs, p99 {np.percentile(spent[name], 99):.1f} µs" for name in names
+        ) + f" | lockstep / per_row p50 {p50['lockstep'] / p50['per_row']:.3f}")  # fmt: skip
 
 
 def shortlist_rows(predictor: Predictor, count: int, width: int, seed: int) -> list[np.ndarray]:
@@ -115,6 +204,7 @@ def main() -> None:
             f"{name} p50 {p50[name]:.1f} µs, p99 {np.percentile(spent[name], 99):.1f} µs" for name in names
         ) + f" | lockstep / per_row p50 {ratios[-1]:.3f}")  # fmt: skip
     print(f"lockstep / per_row p50 over {args.rounds} rounds: {min(ratios):.3f}-{max(ratios):.3f}")
+    end_to_end("tilecost/models/h200", args.shapes, args.rounds, args.seed + 1)
 
 
 if __name__ == "__main__":
