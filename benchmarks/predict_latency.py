@@ -47,6 +47,27 @@ def _percentiles(values_us: list[float]) -> dict[str, float]:
     }
 
 
+def machine_reference() -> dict[str, float]:
+    """This machine's speed now, on work that no change to tilecost touches: the best of five runs of a
+    3,000,000-step Python loop (s) and of 2,000,000 random gathers from a 64 MB numpy array (ms), and the load
+    average. Its speed swings by ±25% on most days and about 3× on some (BENCHMARKS §5), so the report records
+    these at the start and at the end: a later run's latency is read against its own reference."""
+    loop, gather = [], []
+    table = np.arange(8_000_000, dtype=np.float64)
+    index = np.random.default_rng(0).integers(0, len(table), 2_000_000)
+    for _ in range(5):
+        started = time.perf_counter()
+        total = 0
+        for i in range(3_000_000):
+            total += i
+        loop.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        table[index].sum()
+        gather.append((time.perf_counter() - started) * 1e3)
+    return {"python_loop_3m_s": round(min(loop), 3), "numpy_gather_2m_ms": round(min(gather), 2),
+            "load_average_1min": round(os.getloadavg()[0], 2)}  # fmt: skip
+
+
 def _fresh(code: str, runs: int) -> list[dict[str, float]]:
     """Run ``code`` in fresh interpreters; each prints one JSON object of timings."""
     out = []
@@ -208,6 +229,7 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d"),
         "python": sys.version.split()[0],
         "numpy": np.__version__,
+        "machine_reference": {"start": machine_reference()},
     }
     artifact = args.artifact
     if artifact is None and "h200" in shipped_devices():
@@ -351,6 +373,7 @@ def main() -> int:
                           "heldout": dispatch_speed(rule, {p: data.times(p) for p in heldout}),
                           "training": dispatch_speed(rule, {p: data.times(p) for p in training})}  # fmt: skip
 
+    report["machine_reference"]["end"] = machine_reference()
     text = json.dumps(report, indent=1)
     print(text)
     out = args.out or REPO / "benchmarks" / "results" / f"{report['date']}-predict-latency.json"
