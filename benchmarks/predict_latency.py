@@ -47,24 +47,32 @@ def _percentiles(values_us: list[float]) -> dict[str, float]:
     }
 
 
+def _python_steps_ms(steps: int) -> float:
+    """Milliseconds of a ``steps``-step Python loop: the machine's speed on work no change to tilecost touches."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(steps):
+        total += i
+    return (time.perf_counter() - started) * 1e3
+
+
 def machine_reference() -> dict[str, float]:
-    """This machine's speed now, on work that no change to tilecost touches: the best of five runs of a
-    3,000,000-step Python loop (s) and of 2,000,000 random gathers from a 64 MB numpy array (ms), and the load
-    average. Its speed swings by ±25% on most days and about 3× on some (BENCHMARKS §5), so the report records
-    these at the start and at the end: a later run's latency is read against its own reference."""
+    """This machine's speed now: five runs of a 3,000,000-step Python loop (s) and of 2,000,000 random gathers
+    from a 64 MB numpy array (ms), their fastest and median, and the load average. Its speed swings by ±25% on
+    most days and, on the twenty-first session's, by 4-5× within minutes (the loop took 0.115-0.54 s), with no
+    steal time or clock change visible from inside, so the report records these at the start and at the end and
+    samples the loop during the latency measurement too: a run's latency is read against its own reference."""
     loop, gather = [], []
     table = np.arange(8_000_000, dtype=np.float64)
     index = np.random.default_rng(0).integers(0, len(table), 2_000_000)
     for _ in range(5):
-        started = time.perf_counter()
-        total = 0
-        for i in range(3_000_000):
-            total += i
-        loop.append(time.perf_counter() - started)
+        loop.append(_python_steps_ms(3_000_000) / 1e3)
         started = time.perf_counter()
         table[index].sum()
         gather.append((time.perf_counter() - started) * 1e3)
-    return {"python_loop_3m_s": round(min(loop), 3), "numpy_gather_2m_ms": round(min(gather), 2),
+    return {"python_loop_3m_s_min": round(min(loop), 3), "python_loop_3m_s_median": round(statistics.median(loop), 3),
+            "numpy_gather_2m_ms_min": round(min(gather), 2),
+            "numpy_gather_2m_ms_median": round(statistics.median(gather), 2),
             "load_average_1min": round(os.getloadavg()[0], 2)}  # fmt: skip
 
 
@@ -263,8 +271,10 @@ def main() -> int:
     # Latency. The group (candidate space, feature columns) is built by the warm-up shapes.
     for shape in shapes[:200]:
         predictor.predict_best(shape)
-    latencies, in_distribution = [], []
-    for shape in shapes[200:]:
+    latencies, in_distribution, reference_ms = [], [], []
+    for i, shape in enumerate(shapes[200:]):
+        if i % 50 == 0:  # the machine's speed while the latencies are taken (machine_reference)
+            reference_ms.append(_python_steps_ms(100_000))
         started = time.perf_counter_ns()
         answer = predictor.predict_best(shape)
         latencies.append((time.perf_counter_ns() - started) / 1e3)
@@ -287,6 +297,9 @@ def main() -> int:
         "new_shape_not_flagged": _percentiles(in_distribution) | {"shapes": len(in_distribution)},
         "repeated_shape": _percentiles(repeated),
     }
+    report["machine_reference"]["during_new_shapes_python_100k_ms"] = {
+        "median": round(statistics.median(reference_ms), 2), "min": round(min(reference_ms), 2),
+        "max": round(max(reference_ms), 2), "samples": len(reference_ms)}  # fmt: skip
     report["breakdown_us"] = breakdown(predictor, [Problem(*s) for s in shapes[200:700]])
     report["startup"] = import_and_first_call(artifact, shapes[0], runs=5)
 
