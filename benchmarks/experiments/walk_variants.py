@@ -7,6 +7,10 @@ kernel's bits, then each is timed on 400 random shapes' shortlist rows, back to 
 and with a 64 MB sweep before each call (cold caches). ``rows_inner`` walks each group of 16 trees for every row
 before the next group (the rows share the trees' upper nodes); ``early_exit`` stops a group once no lane moved (a
 loss-guided tree's leaves lie at many depths). Neither beat the shipped walk by more than the run-to-run spread.
+
+Since the twenty-first session "shipped" is the walk that moves every row of a query a level at a time
+(``walk_lockstep.py`` compares it with the per-row walk this experiment was written against, on distinct shapes'
+rows: rows reused as here stay in the caches and hide the difference).
 """
 
 from __future__ import annotations
