@@ -26,7 +26,7 @@ time, 196 µs for the numpy level-wise walk). And every row of a block of :data:
 step down those 16 trees before any row takes the next, so a query's 8 rows keep 128 chains in
 flight: a new shape's deeper nodes are mostly not in the caches, and waiting on them is where the
 walk's time goes. On the shipped H200 model (300 trees of depth 12) and the width-8 rows of 2,400
-distinct random shapes, the lockstep walk took 0.65-0.68 of the per-row walk's p50
+distinct random shapes, the lockstep walk took 0.56-0.68 of the per-row walk's p50
 (``benchmarks/experiments/walk_lockstep.py``, BENCHMARKS §5, twenty-first session).
 """
 
@@ -80,10 +80,9 @@ def walk_trees(x, word, threshold, value, default_right, roots, depth, base_scor
             for r in range(first, last):
                 for j in range(LANES):
                     total[r] += np.float64(value[node[r - first, j]])
-    out = np.empty(rows)
     for r in range(rows):
-        out[r] = total[r] + base_score
-    return out
+        total[r] += base_score
+    return total
 
 
 @numba.njit(cache=True, nogil=True)

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numba
@@ -112,25 +114,23 @@ def per_row_predictor(path: str) -> Predictor:
     return predictor
 
 
-def random_shapes(count: int, seed: int) -> list[Problem]:
-    """Distinct random problems of every dtype and layout, log-uniform over 1..16384 per extent."""
+def distinct_problems(seed: int) -> Iterator[Problem]:
+    """Distinct random problems of every dtype and layout, log-uniform over 1..16384 per extent, without end."""
     rng = np.random.default_rng(seed)
-    out: list[Problem] = []
     seen: set[str] = set()
-    while len(out) < count:
+    while True:
         m, n, k = (max(1, int(round(2 ** rng.uniform(0, 14)))) for _ in range(3))
         problem = Problem(m, n, k, DType(DTYPES[rng.integers(4)]), Layout(("nt", "nn")[rng.integers(2)]))
         if problem.key not in seen:
             seen.add(problem.key)
-            out.append(problem)
-    return out
+            yield problem
 
 
 def end_to_end(path: str, count: int, rounds: int, seed: int) -> None:
     """``predict_best`` on new shapes, the shipped predictor and the per-row one taking turns shape by shape
     (each shape answered by one of them only, never from measurements); both must give the same answers."""
     predictors = {"per_row": per_row_predictor(path), "lockstep": Predictor.load(path)}
-    shapes = random_shapes(200 + count, seed)
+    shapes = list(itertools.islice(distinct_problems(seed), 200 + count))
     for shape in shapes[:200]:
         answers = [p.predict_best(shape, measured=False) for p in predictors.values()]
         assert answers[0].config == answers[1].config and answers[0].time_us == answers[1].time_us, shape
@@ -153,15 +153,10 @@ def end_to_end(path: str, count: int, rounds: int, seed: int) -> None:
 def shortlist_rows(predictor: Predictor, count: int, width: int, seed: int) -> list[np.ndarray]:
     """The float32 feature rows that ``width``-member shortlist heads of ``count`` distinct random shapes score
     (every dtype and layout of the artifact)."""
-    rng = np.random.default_rng(seed)
     rows: list[np.ndarray] = []
-    seen: set[str] = set()
-    while len(rows) < count:
-        m, n, k = (max(1, int(round(2 ** rng.uniform(0, 14)))) for _ in range(3))
-        problem = Problem(m, n, k, DType(DTYPES[rng.integers(4)]), Layout(("nt", "nn")[rng.integers(2)]))
-        if problem.key in seen:
-            continue
-        seen.add(problem.key)
+    for problem in distinct_problems(seed):
+        if len(rows) == count:
+            break
         group = predictor._group(problem.dtype, problem.layout)
         assert group.shortlist is not None and group.scorer.compiled is not None
         members = group.shortlist.members(group.shortlist.list_id(problem), width)
@@ -185,8 +180,7 @@ def main() -> None:
     arrays = compiled.trees.arrays  # the main trees, as a query walks them
     rows = shortlist_rows(predictor, args.shapes, args.width, args.seed)
     walks = {"per_row": walk_per_row, "lockstep": kernels.walk_trees}
-    for name, walk in walks.items():
-        assert all((walk(x, *arrays) == walk_per_row(x, *arrays)).all() for x in rows), name
+    assert all((kernels.walk_trees(x, *arrays) == walk_per_row(x, *arrays)).all() for x in rows)
     print(f"same bits on {len(rows)} shapes' rows ({np.mean([len(x) for x in rows]):.2f} rows a shape, "
           f"width {args.width}, {len(compiled.trees.roots)} tree lanes of depth {compiled.trees.depth})")  # fmt: skip
     names = list(walks)
