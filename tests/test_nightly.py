@@ -63,7 +63,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def first_night(workdir: Path):
-    code = main(_night(workdir, "2026-11-29", "--export-timeout-s", "600"))
+    # The export's smallest shortlist sampling (4,000 shapes, its per-group floor): 384,000 by default took 360 s
+    # of the suite's time on the tiny model (2026-12-02); the export code run is the same.
+    code = main(_night(workdir, "2026-11-29", "--export-timeout-s", "600", "--export-samples", "4000"))
     return workdir, code
 
 
@@ -87,6 +89,8 @@ def test_first_night_runs_every_step_promotes_and_exports(first_night, capsys) -
     assert export["ok"] and export["model_version"] == "1"
     model, metadata = load_artifact_model(export["directory"])
     assert metadata.fingerprint["gpu_name"] == SIMULATED_GPU_NAME
+    lists = json.loads((Path(export["directory"]) / "predictor.json").read_text())["groups"]["bf16-nt"]["grid"]
+    assert lists["samples"] == 4000  # --export-samples reached the export
     report = (base / "state" / "2026-11-29" / "report.md").read_text()
     assert report.startswith("# tilecost nightly 2026-11-29: SIMULATED")
     assert "PROMOTED (no champion yet)" in report
@@ -247,6 +251,7 @@ def test_simulated_and_real_rows_never_mix_in_one_dataset(tmp_path) -> None:
         ({"shard": (2, 2)}, "shard=(2, 2)"),
         ({"sample_fraction": 0.0}, "sample_fraction=0.0 must be in (0, 1]"),
         ({"export": "sometimes"}, "'sometimes' is not a valid ExportMode"),
+        ({"export_samples": 0}, "export_samples=0 must be >= 1"),
     ],
 )
 def test_settings_name_the_field_and_what_is_allowed(kwargs, message, tmp_path) -> None:

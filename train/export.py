@@ -150,19 +150,24 @@ def build_metadata(
     )
 
 
-def _predictor_files(model: bytes, metadata: ArtifactMetadata, scorer: Any = None) -> dict[str, bytes]:
+def _predictor_files(
+    model: bytes, metadata: ArtifactMetadata, scorer: Any = None, settings: Mapping[str, Any] | None = None
+) -> dict[str, bytes]:
     """Files :func:`tilecost.predict.prepare_artifact_files` precomputes, if that function exists.
 
     ``scorer`` (the booster's ``inplace_predict``) is passed when the function takes one: it scores
     the shortlists' sample shapes about 20x faster than evaluating the trees in numpy, and the
-    function checks it against them first.
+    function checks it against them first. ``settings``: keyword arguments of that function (such as
+    ``samples``), passed as they are.
     """
     prepare = _predict_function("prepare_artifact_files")
     if prepare is None:
         return {}
     accepts_scorer = "scorer" in inspect.signature(prepare).parameters
     files = (
-        prepare(model, metadata, scorer=scorer) if scorer is not None and accepts_scorer else prepare(model, metadata)
+        prepare(model, metadata, scorer=scorer, **(settings or {}))
+        if scorer is not None and accepts_scorer
+        else prepare(model, metadata, **(settings or {}))
     )
     if not isinstance(files, Mapping) or not all(isinstance(v, bytes) for v in files.values()):
         raise TypeError("tilecost.predict.prepare_artifact_files must return a dict of file name -> bytes")
@@ -176,12 +181,13 @@ def export_artifact(
     measured: Mapping[str, Mapping[str, Any]],
     *,
     scorer: Any = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> tuple[Path, list[str]]:
     """Write the artifact to ``directory``; returns it and the names of the files written besides
     the booster and the sidecar. ``model``: the booster's UBJSON (written as ``model.ubj``) or JSON
-    (``model.json``), as ``Booster.save_raw`` gives them. ``scorer``: see :func:`_predictor_files`."""
+    (``model.json``), as ``Booster.save_raw`` gives them. ``scorer``, ``settings``: see :func:`_predictor_files`."""
     extra = {MEASURED_FILE: json.dumps(measured, indent=1, sort_keys=True).encode()}
-    predictor = _predictor_files(model, metadata, scorer)
+    predictor = _predictor_files(model, metadata, scorer, settings)
     clash = sorted(set(predictor) & set(extra))
     if clash:
         raise ValueError(f"prepare_artifact_files returned {clash}, which training writes itself")

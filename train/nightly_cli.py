@@ -83,6 +83,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
             export=ExportMode(args.export),
             export_dir=args.export_dir,
             export_timeout_s=args.export_timeout_s,
+            export_samples=args.export_samples,
             accept_drift=args.accept_drift,
             **({"night": night} if night else {}),
         )
@@ -173,6 +174,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--export-dir", default=None, help="where the champion artifact goes (default STATE/artifact/CLASS)")
     p.add_argument("--export-timeout-s", type=float, default=3600.0, help="give up the export after this long")
+    p.add_argument(
+        "--export-samples",
+        type=int,
+        default=None,
+        help="sample shapes the export's shortlists are built from (default 384,000; fewer: quicker, coarser)",
+    )
     p.add_argument("--accept-drift", action="store_true", help="tonight's sentinels become the new reference")
     p.set_defaults(func=_cmd_nightly)
 

@@ -108,6 +108,9 @@ class NightlySettings:
     export: ExportMode = ExportMode.FULL
     export_dir: str | None = None
     export_timeout_s: float | None = 3600.0
+    # Sample shapes the export's shortlists are built from, over all groups (None: prepare_artifact_files'
+    # default, 384,000); fewer make a quicker, coarser artifact (a test's, a quick trial night's).
+    export_samples: int | None = None
     accept_drift: bool = False
 
     def __post_init__(self) -> None:
@@ -128,6 +131,8 @@ class NightlySettings:
                           ("sentinel_configs", 1), ("min_sample", 1), ("rounds", 1)):  # fmt: skip
             if getattr(self, name) < low:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= {low}")
+        if self.export_samples is not None and self.export_samples < 1:
+            raise ValueError(f"export_samples={self.export_samples} must be >= 1 (or None for the export's default)")
         if not self.sentinels >= 0:
             raise ValueError(f"sentinels={self.sentinels} must be >= 0")
         if self.model_top and self.model_top_k > self.min_sample:

@@ -150,9 +150,17 @@ def step_train(night: NightContext, entries: Sequence[PlanEntry]) -> StepOutcome
     return StepOutcome(Step.TRAIN, Outcome.DONE, line, record)
 
 
-def _export_job(dataset: str, device_class: str, tracking_uri: str, version: str, run_id: str, directory: str) -> None:
+def _export_job(
+    dataset: str,
+    device_class: str,
+    tracking_uri: str,
+    version: str,
+    run_id: str,
+    directory: str,
+    samples: int | None = None,
+) -> None:
     """The export, in a child process: the registered version's booster, the dataset's rows, the
-    pipeline's own artifact writer."""
+    pipeline's own artifact writer (``samples``: the shortlists' sample shapes, None for the default)."""
     import mlflow
 
     from tilecost.device import load_device
@@ -170,7 +178,7 @@ def _export_job(dataset: str, device_class: str, tracking_uri: str, version: str
     metrics = {k: float(v) for k, v in run.data.metrics.items()}
     params: dict[str, Any] = {**run.data.params, "mlflow_run_id": run_id, "mlflow_model_version": version}
     result = TrainResult(measurements, model, evaluation, None, metrics, params, {})
-    _export(result, train, Path(directory))
+    _export(result, train, Path(directory), samples=samples)
 
 
 def _swap_in(new: Path, target: Path) -> None:
@@ -210,7 +218,7 @@ def step_export(night: NightContext) -> StepOutcome:
     if staging.exists():
         shutil.rmtree(staging)
     args = (s.dataset, s.device_class, train["tracking_uri"], train["model_version"], train["mlflow_run_id"],
-            str(staging))  # fmt: skip
+            str(staging), s.export_samples)  # fmt: skip
     ctx = multiprocessing.get_context("spawn")
     child = ctx.Process(target=_export_job, args=args, daemon=True)
     limit = s.export_timeout_s

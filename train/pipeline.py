@@ -308,7 +308,7 @@ def _check_device(measurements: Measurements, device: DeviceSpec) -> None:
         )
 
 
-def _export(result: TrainResult, train: pd.DataFrame, directory: Path) -> None:
+def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, samples: int | None = None) -> None:
     from .export import build_metadata, export_artifact, measured_database, ood_calibration, training_domain
 
     m = result.measurements
@@ -339,8 +339,10 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path) -> None:
     def scorer(x: np.ndarray) -> np.ndarray:
         return booster.inplace_predict(x, iteration_range=(0, main_trees))
 
+    settings = None if samples is None else {"samples": samples}
+    measured = measured_database(candidate_rows(m.frame))
     path, files = export_artifact(
-        directory, result.model.model_ubjson(), metadata, measured_database(candidate_rows(m.frame)), scorer=scorer
+        directory, result.model.model_ubjson(), metadata, measured, scorer=scorer, settings=settings
     )
     result.artifact_dir = path
     result.artifact_files = files
