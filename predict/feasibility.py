@@ -22,7 +22,7 @@ from tilecost.device import DeviceSpec
 from tilecost.problem import DType, Problem
 from tilecost.space import BLOCK_K, BLOCK_K_FP8, BLOCK_MN, SPLIT_K_MAX_WAVES, tma_aligned
 
-__all__ = ["SpaceColumns", "feasible_mask", "problem_limits"]
+__all__ = ["SpaceColumns", "block_options", "feasible_mask", "problem_limits", "split_k_tile_limit"]
 
 I64 = NDArray[np.int64]
 
@@ -68,17 +68,28 @@ def _fit(extent: int, options: tuple[int, ...]) -> int:
     return next((o for o in options if o >= extent), options[-1])
 
 
+def block_options(dtype: DType) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The BLOCK_M/BLOCK_N options and the BLOCK_K options of ``dtype``'s space, ascending."""
+    return BLOCK_MN, (BLOCK_K_FP8 if dtype is DType.FP8 else BLOCK_K)
+
+
+def split_k_tile_limit(device: DeviceSpec) -> int:
+    """The grid size (tiles) from which split-K is refused on ``device``."""
+    return SPLIT_K_MAX_WAVES * device.sm_count
+
+
 def problem_limits(problem: Problem, device: DeviceSpec) -> tuple[int, int, int, bool, int]:
     """The problem's side of :func:`feasible_mask`'s rules: the largest BLOCK_M, BLOCK_N and BLOCK_K
     allowed, whether tensor-descriptor configurations are, and the grid size (tiles) from which
-    split-K is refused. Shared by the compiled path (:mod:`tilecost.predict.jit`)."""
-    block_ks = BLOCK_K_FP8 if problem.dtype is DType.FP8 else BLOCK_K
+    split-K is refused. The compiled path (:mod:`tilecost.predict.jit`) computes the same in its kernel,
+    from :func:`block_options` and :func:`split_k_tile_limit`."""
+    block_mn, block_ks = block_options(problem.dtype)
     return (
-        _fit(problem.m, BLOCK_MN),
-        _fit(problem.n, BLOCK_MN),
+        _fit(problem.m, block_mn),
+        _fit(problem.n, block_mn),
         _fit(problem.k, block_ks),
         tma_aligned(problem),
-        SPLIT_K_MAX_WAVES * device.sm_count,
+        split_k_tile_limit(device),
     )
 
 

@@ -39,14 +39,22 @@ from tilecost.features import (
     PROBLEM_FEATURES,
     ConfigFeatures,
 )
-from tilecost.problem import Layout, Problem
+from tilecost.problem import DType, Layout, Problem
 
-from .feasibility import SpaceColumns, problem_limits
+from .feasibility import SpaceColumns, block_options, split_k_tile_limit
 
 if TYPE_CHECKING:
     from .trees import TreeEnsemble
 
-__all__ = ["JIT_ENV", "CompiledShortlist", "CompiledTrees", "compiled_distance", "jit_enabled"]
+__all__ = [
+    "JIT_ENV",
+    "CompiledShortlist",
+    "CompiledTrees",
+    "compiled_distance",
+    "compiled_stump",
+    "jit_enabled",
+    "problem_constants",
+]
 
 # TILECOST_JIT=0 (or false/no/off) keeps the numpy path even where numba is installed.
 JIT_ENV = "TILECOST_JIT"
@@ -77,6 +85,16 @@ def compiled_distance() -> Any:
         return None
     kernel = _kernels().kth_distance
     kernel(np.zeros((1, 3)), 0.0, 0.0, 0.0, 1)
+    return kernel
+
+
+def compiled_stump() -> Any:
+    """The compiled :func:`~tilecost.predict.dispatch._stump` (``kernel(regret, rows, points, min_leaf)``,
+    :func:`jit_kernels.dispatch_stump`), compiled or loaded now; None where the path is off."""
+    if not jit_enabled():
+        return None
+    kernel = _kernels().dispatch_stump
+    kernel(np.zeros((2, 1)), np.arange(2), np.zeros((2, 3)), 1)
     return kernel
 
 
@@ -149,51 +167,64 @@ _LAYOUT = np.array(
 _LAYOUT.flags.writeable = False
 
 
+def problem_constants(
+    dtype: DType, layout: Layout, device: DeviceSpec
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """What every problem of a (dtype, layout) group on ``device`` gives the shortlist kernels
+    (:func:`jit_kernels.shortlist_features`): ``constants``, float64 ``[in_bytes, out_bytes,
+    peak_flops_per_s, dtype code, layout is nt, split-K tile limit, sm_count, hbm_bytes_per_s]``, and
+    ``fits``, int64 ``(2, L)``: :func:`~tilecost.predict.feasibility.block_options`, each row padded by
+    repeating its largest. Raises as ``feature_matrix`` does for a dtype the device has no rate for."""
+    constants = np.array(
+        [dtype.in_bytes, dtype.out_bytes, device.peak_flops_per_s(dtype), DTYPES.index(dtype), layout is Layout.NT,
+         split_k_tile_limit(device), device.sm_count, device.hbm_bytes_per_s],
+        dtype=np.float64,
+    )  # fmt: skip
+    rows = block_options(dtype)
+    width = max(len(r) for r in rows)
+    fits = np.array([list(r) + [r[-1]] * (width - len(r)) for r in rows], dtype=np.int64)
+    return _frozen(constants), _frozen(fits)
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledShortlist:
     """One (device, dtype, layout) group's candidate space for :func:`jit_kernels.score_shortlist`.
 
     ``space_ints`` and ``config_columns`` are the whole space's; a query passes the space indices
-    of the members it scores."""
+    of the members it scores, its extents, and the constants its dtype and layout share
+    (:meth:`_constants`, built once each), so that nothing per query is built in Python."""
 
     trees: CompiledTrees
     device: DeviceSpec
     space_ints: NDArray[np.int64]
     config_columns: NDArray[np.float64]
-    device_values: NDArray[np.float64]
-    # Per dtype the device rates, once: (in bytes, out bytes, peak FLOP/s, index in DTYPES).
-    dtype_values: dict[Any, tuple[float, float, float, float]] = field(default_factory=dict)
+    # Per (dtype, layout) the kernels' ``constants`` and ``fits`` (jit_kernels.shortlist_features), once.
+    problem_constants: dict[tuple[DType, Layout], tuple[NDArray[np.float64], NDArray[np.int64]]] = field(
+        default_factory=dict
+    )
 
     @classmethod
     def build(cls, trees: CompiledTrees, columns: SpaceColumns, features: ConfigFeatures) -> CompiledShortlist:
         ints = np.stack([columns.block_m, columns.block_n, columns.block_k, columns.group_m, columns.split_k,
                          columns.is_tma.astype(np.int64)], axis=1)  # fmt: skip
-        device = features.device
-        rates = {}
-        for i, dtype in enumerate(DTYPES):
-            if dtype in device.peak_dense_tflops:
-                rates[dtype] = (float(dtype.in_bytes), float(dtype.out_bytes), device.peak_flops_per_s(dtype), float(i))
-        return cls(trees, device, _frozen(ints.astype(np.int64)), _frozen(features.columns.astype(np.float64)),
-                   _frozen(np.array([device.sm_count, device.hbm_bytes_per_s], dtype=np.float64)), rates)  # fmt: skip
+        return cls(trees, features.device, _frozen(ints.astype(np.int64)),
+                   _frozen(features.columns.astype(np.float64)))  # fmt: skip
 
-    def _problem(self, problem: Problem) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-        dtype = problem.dtype
-        rates = self.dtype_values.get(dtype)
-        if rates is None:  # a dtype this device has no rate for: the error feature_matrix would give
-            rates = (dtype.in_bytes, dtype.out_bytes, self.device.peak_flops_per_s(dtype), DTYPES.index(dtype))
-        values = np.array((problem.m, problem.n, problem.k, *rates), dtype=np.float64)
-        max_m, max_n, max_k, tma_ok, split_k_tiles = problem_limits(problem, self.device)
-        limits = np.array([problem.m, problem.n, problem.k, max_m, max_n, max_k, tma_ok, split_k_tiles,
-                           problem.layout is Layout.NT], dtype=np.int64)  # fmt: skip
-        return values, limits
+    def _constants(self, problem: Problem) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The kernels' ``constants`` and ``fits`` for the problem's dtype and layout."""
+        key = (problem.dtype, problem.layout)
+        found = self.problem_constants.get(key)
+        if found is None:
+            found = self.problem_constants[key] = problem_constants(problem.dtype, problem.layout, self.device)
+        return found
 
     def features(self, problem: Problem, members: NDArray[np.intp]) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
         """The feasible members (space indices, in the given order) and their feature rows: what
         ``feasible_mask`` and ``feature_matrix`` give."""
-        values, limits = self._problem(problem)
+        constants, fits = self._constants(problem)
         return _kernels().shortlist_features(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
-            self.device_values, _LAYOUT,
+            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            self.config_columns, _LAYOUT,
         )  # fmt: skip
 
     def best_two(
@@ -202,10 +233,10 @@ class CompiledShortlist:
         """The fastest feasible member (space index, -1 if none), its predicted µs, the second
         fastest µs (inf if none) and how many members were feasible, in one kernel call
         (:func:`jit_kernels.best_two`; ``roofline_column``: see there)."""
-        values, limits = self._problem(problem)
+        constants, fits = self._constants(problem)
         return _kernels().best_two(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
-            self.device_values, _LAYOUT, *self.trees.arrays, roofline_column,
+            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            self.config_columns, _LAYOUT, *self.trees.arrays, roofline_column,
         )  # fmt: skip
 
     def best_two_level(
@@ -213,18 +244,18 @@ class CompiledShortlist:
     ) -> tuple[int, float, float, int]:
         """:meth:`best_two` with ``level``'s trees (the booster's per-problem level) walked once on the
         first feasible row and added to every prediction (:func:`jit_kernels.best_two_level`)."""
-        values, limits = self._problem(problem)
+        constants, fits = self._constants(problem)
         return _kernels().best_two_level(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
-            self.device_values, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
+            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            self.config_columns, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
         )  # fmt: skip
 
     def score(
         self, problem: Problem, members: NDArray[np.intp]
     ) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:
         """The feasible members, their feature rows and the model's predictions, in one kernel call."""
-        values, limits = self._problem(problem)
+        constants, fits = self._constants(problem)
         return _kernels().score_shortlist(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
-            self.device_values, _LAYOUT, *self.trees.arrays,
+            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            self.config_columns, _LAYOUT, *self.trees.arrays,
         )  # fmt: skip

@@ -8,6 +8,8 @@ reference it is tested against (tests/test_predict_jit.py):
   same bits (both sum the reached float32 leaf values in float64, where 300 such sums are exact);
 * :func:`kth_distance` is :func:`tilecost.predict.ood._kth_distance` (the same squares summed in the
   same order, the same bits);
+* :func:`dispatch_stump` is :func:`tilecost.predict.dispatch._stump` (the same prefix sums in the same
+  order, the same ties: the same tree and the same bits of its cost);
 * :func:`shortlist_features` is :func:`tilecost.predict.feasibility.feasible_mask` followed by
   :func:`tilecost.features.feature_matrix` on the feasible members. The numpy functions stay the
   single definition of the features (training uses only them); this is a transcription of their
@@ -35,7 +37,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["LANES", "best_two", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
+__all__ = ["LANES", "best_two", "dispatch_stump", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
 
 LANES = 16
 # Rows walked together (walk_trees): a query's shortlist (~8-30 rows) is one block; bulk scoring keeps
@@ -86,18 +88,39 @@ def walk_trees(x, word, threshold, value, default_right, roots, depth, base_scor
 
 
 @numba.njit(cache=True, nogil=True)
-def shortlist_features(members, problem, limits, space_ints, config_columns, device, layout):  # type: ignore[no-untyped-def]
-    """The feasible ``members`` (space indices) of one problem and their feature rows (float64).
+def _fit(extent, options):  # type: ignore[no-untyped-def]
+    """The smallest of ``options`` (ascending) that covers ``extent``, the largest if none does
+    (:func:`tilecost.predict.feasibility._fit`)."""
+    for i in range(options.shape[0]):
+        if options[i] >= extent:
+            return options[i]
+    return options[options.shape[0] - 1]
 
-    ``problem``: float64 ``[m, n, k, in_bytes, out_bytes, peak_flops_per_s, dtype code]``;
-    ``limits``: int64 ``[m, n, k, largest BLOCK_M, largest BLOCK_N, largest BLOCK_K, TMA allowed,
-    split-K tile limit, layout is nt]`` (:func:`tilecost.predict.feasibility.problem_limits`); ``space_ints``: int64
+
+@numba.njit(cache=True, nogil=True)
+def shortlist_features(members, m, n, k, constants, fits, space_ints, config_columns, layout):  # type: ignore[no-untyped-def]
+    """The feasible ``members`` (space indices) of the problem ``m`` × ``n`` × ``k`` and their feature rows (float64).
+
+    ``constants``: float64, what every problem of the group shares: ``[in_bytes, out_bytes,
+    peak_flops_per_s, dtype code, layout is nt, split-K tile limit, sm_count, hbm_bytes_per_s]``;
+    ``fits``: int64 ``(2, L)``, the BLOCK_M/BLOCK_N options and the dtype's BLOCK_K options, ascending,
+    each row padded by repeating its largest (with the split-K tile limit, the problem's side of the
+    rules: :func:`tilecost.predict.feasibility.problem_limits`); ``space_ints``: int64
     ``[block_m, block_n, block_k, group_m, split_k, is_tma]`` per configuration of the space;
     ``config_columns``: the space's ``CONFIG_FEATURES`` columns (``ConfigFeatures.columns``);
-    ``device``: float64 ``[sm_count, hbm_bytes_per_s]``; ``layout``: the feature schema's offsets
-    ``[config start, pair start, blocks_per_sm column, width, dtype columns]``.
+    ``layout``: the feature schema's offsets ``[config start, pair start, blocks_per_sm column, width,
+    dtype columns]``.
     """
-    mi, ni, ki = limits[0], limits[1], limits[2]
+    mi, ni, ki = np.int64(m), np.int64(n), np.int64(k)
+    m, n, k = float(mi), float(ni), float(ki)
+    in_bytes, out_bytes, peak = constants[0], constants[1], constants[2]
+    nt = constants[4] != 0
+    split_k_tiles = np.int64(constants[5])
+    sm_count, hbm_bytes_per_s = constants[6], constants[7]
+    b_row = n + (k - n) * (1.0 if nt else 0.0)
+    # tilecost.space.tma_aligned: every row stride a multiple of 16 bytes (exact: integers below 2**53)
+    tma_ok = (k * in_bytes % 16 == 0) and (b_row * in_bytes % 16 == 0) and (n * out_bytes % 16 == 0)
+    max_m, max_n, max_k = _fit(mi, fits[0]), _fit(ni, fits[0]), _fit(ki, fits[1])
     keep = np.empty(members.shape[0], np.intp)
     count = 0
     for i in range(members.shape[0]):  # feasibility.feasible_mask, rule by rule
@@ -106,32 +129,27 @@ def shortlist_features(members, problem, limits, space_ints, config_columns, dev
                                    space_ints[c, 4], space_ints[c, 5])  # fmt: skip
         grid_m = -(-mi // bm)
         grid_n = -(-ni // bn)
-        ok = bm <= limits[3] and bn <= limits[4] and bk <= limits[5]
+        ok = bm <= max_m and bn <= max_n and bk <= max_k
         ok = ok and sk <= -(-ki // bk)
-        ok = ok and (sk == 1 or grid_m * grid_n < limits[7])
+        ok = ok and (sk == 1 or grid_m * grid_n < split_k_tiles)
         ok = ok and (gm == 1 or (grid_m > 1 and grid_n > 1))
-        ok = ok and (limits[6] != 0 or tma == 0)
+        ok = ok and (tma_ok or tma == 0)
         if ok:
             keep[count] = c
             count += 1
     config_start, pair_start, blocks_column, width, dtypes = layout[0], layout[1], layout[2], layout[3], layout[4]
     out = np.empty((count, width))
-    m, n, k = problem[0], problem[1], problem[2]
-    in_bytes, out_bytes, peak = problem[3], problem[4], problem[5]
-    sm_count, hbm_bytes_per_s = device[0], device[1]
-    nt = limits[8] != 0
     # the problem's columns (matrix.feature_matrix's problem_values, in PROBLEM_FEATURES order)
-    b_row = n + (k - n) * (1.0 if nt else 0.0)
     head = np.empty(config_start)
     head[0], head[1], head[2], head[3] = np.log2(m), np.log2(n), np.log2(k), in_bytes
     for d in range(dtypes):
-        head[4 + d] = 1.0 if problem[6] == d else 0.0
+        head[4 + d] = 1.0 if constants[3] == d else 0.0
     at = 4 + dtypes
     head[at] = 1.0 if nt else 0.0
     head[at + 1] = np.log2(2.0 * m * n * k / ((m * k + k * n) * in_bytes + m * n * out_bytes))
     head[at + 2], head[at + 3], head[at + 4] = m % 16 == 0, n % 16 == 0, k % 16 == 0
     head[at + 5], head[at + 6], head[at + 7] = m % 8 == 0, n % 8 == 0, k % 8 == 0
-    head[at + 8] = (k * in_bytes % 16 == 0) and (b_row * in_bytes % 16 == 0) and (n * out_bytes % 16 == 0)
+    head[at + 8] = tma_ok
     mnk = m * n * k
     for row in range(count):
         c = keep[row]
@@ -190,19 +208,19 @@ def shortlist_features(members, problem, limits, space_ints, config_columns, dev
 
 @numba.njit(cache=True, nogil=True)
 def score_shortlist(  # type: ignore[no-untyped-def]
-    members, problem, limits, space_ints, config_columns, device, layout,
+    members, m, n, k, constants, fits, space_ints, config_columns, layout,
     word, threshold, value, default_right, roots, depth, base_score,
 ):  # fmt: skip
     """:func:`shortlist_features` then :func:`walk_trees` on the rows as float32, in one call:
     the feasible members, their feature rows and the model's predictions."""
-    keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    keep, x = shortlist_features(members, m, n, k, constants, fits, space_ints, config_columns, layout)
     x32 = x.astype(np.float32)
     return keep, x, walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
 
 
 @numba.njit(cache=True, nogil=True)
 def best_two(  # type: ignore[no-untyped-def]
-    members, problem, limits, space_ints, config_columns, device, layout,
+    members, m, n, k, constants, fits, space_ints, config_columns, layout,
     word, threshold, value, default_right, roots, depth, base_score, roofline_column,
 ):  # fmt: skip
     """:func:`score_shortlist`, then the times in µs and the two fastest, in the same call:
@@ -212,7 +230,7 @@ def best_two(  # type: ignore[no-untyped-def]
     (:func:`tilecost.predict.scoring.times_from_target`, the same formula); -1: ``log_time_us``.
     Ties go to the first member in ``members``' order, as ``np.argmin`` does; the second equals the
     fastest when two tie (``np.partition``)."""
-    keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    keep, x = shortlist_features(members, m, n, k, constants, fits, space_ints, config_columns, layout)
     x32 = x.astype(np.float32)
     predictions = walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
     return _fastest_two(keep, x, predictions, roofline_column)
@@ -220,7 +238,7 @@ def best_two(  # type: ignore[no-untyped-def]
 
 @numba.njit(cache=True, nogil=True)
 def best_two_level(  # type: ignore[no-untyped-def]
-    members, problem, limits, space_ints, config_columns, device, layout,
+    members, m, n, k, constants, fits, space_ints, config_columns, layout,
     word, threshold, value, default_right, roots, depth, base_score, roofline_column,
     level_word, level_threshold, level_value, level_default_right, level_roots, level_depth, level_base_score,
 ):  # fmt: skip
@@ -228,7 +246,7 @@ def best_two_level(  # type: ignore[no-untyped-def]
     which read only the problem's columns): they are walked once, on the first feasible row, and their
     sum is added to every row's prediction before the times are taken, as
     :meth:`tilecost.predict.scoring.GroupScorer.times_us` does."""
-    keep, x = shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    keep, x = shortlist_features(members, m, n, k, constants, fits, space_ints, config_columns, layout)
     x32 = x.astype(np.float32)
     predictions = walk_trees(x32, word, threshold, value, default_right, roots, depth, base_score)
     if keep.shape[0] > 0:
@@ -269,3 +287,75 @@ def kth_distance(points, q0, q1, q2, neighbours):  # type: ignore[no-untyped-def
         return np.sqrt(squared.min())
     kth = min(neighbours, count) - 1
     return np.sqrt(np.partition(squared, kth)[kth])
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz", "reassoc"})
+def _split_cost(below, total):  # type: ignore[no-untyped-def]
+    """``min(below) + min(total - below)``. A minimum is exact in any order, so these flags (which let the loop
+    run in vector lanes) change no bit; the sums stay in the kernels without them."""
+    low, high = np.inf, np.inf
+    for j in range(below.shape[0]):
+        low = min(low, below[j])
+        high = min(high, total[j] - below[j])
+    return low + high
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_rows(into, regret, rows, order, count):  # type: ignore[no-untyped-def]
+    """``into += regret[rows[order[i]]]`` for i < count, in that order."""
+    into[:] = 0.0
+    for i in range(count):
+        r = rows[order[i]]
+        for j in range(into.shape[0]):
+            into[j] += regret[r, j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_min(values):  # type: ignore[no-untyped-def]
+    best = 0
+    for j in range(1, values.shape[0]):
+        if values[j] < values[best]:
+            best = j
+    return best
+
+
+@numba.njit(cache=True, nogil=True)
+def dispatch_stump(regret, rows, points, min_leaf):  # type: ignore[no-untyped-def]
+    """The best tree of depth at most one over the ``rows`` of ``regret`` (problems × configurations) and
+    ``points`` (problems × log2 M, N, K), each side of a split holding at least ``min_leaf`` rows:
+    :func:`tilecost.predict.dispatch._stump` of ``regret[rows]`` and ``points[rows]`` without the copies.
+
+    Returns ``(cost, leaf config, axis, below config, above config, value below, value above)``: axis -1
+    where one leaf is best (its config is the second value), else the split's axis, the configurations of
+    its two sides and the two neighbouring values its threshold lies halfway between.
+    """
+    n, configs = rows.shape[0], regret.shape[1]
+    identity = np.arange(n)
+    total = np.empty(configs)
+    _add_rows(total, regret, rows, identity, n)
+    leaf = _first_min(total)
+    best, best_axis, best_below, best_above, value_below, value_above = total[leaf], -1, -1, -1, 0.0, 0.0
+    values = np.empty(n)
+    below = np.empty(configs)
+    for axis in range(3):
+        for i in range(n):
+            values[i] = points[rows[i], axis]
+        order = np.argsort(values, kind="mergesort")  # stable, as the reference's argsort
+        _add_rows(total, regret, rows, order, n)  # the reference's cumulative[-1]: summed in this order
+        below[:] = 0.0
+        axis_best, axis_cut = np.inf, -1
+        for i in range(n - min_leaf):
+            r = rows[order[i]]
+            for j in range(configs):
+                below[j] += regret[r, j]
+            cut = i + 1
+            if cut >= min_leaf and values[order[cut - 1]] < values[order[cut]]:
+                cost = _split_cost(below, total)
+                if cost < axis_best:
+                    axis_best, axis_cut = cost, cut
+        if axis_cut >= 0 and axis_best < best:
+            _add_rows(below, regret, rows, order, axis_cut)
+            best, best_axis, best_below = axis_best, axis, _first_min(below)
+            best_above = _first_min(total - below)
+            value_below, value_above = values[order[axis_cut - 1]], values[order[axis_cut]]
+    return best, leaf, best_axis, best_below, best_above, value_below, value_above

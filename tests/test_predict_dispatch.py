@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tilecost import DType, KernelVariant, Layout, Predictor, Problem, TileConfig
 from tilecost.predict import DispatchRule, dispatch_speed, fit_dispatch
+from tilecost.predict.jit import JIT_ENV
 
 from . import test_predict_fixture as fixtures
 from .test_predict_fixture import Dataset
@@ -90,3 +93,58 @@ def test_fit_needs_problems(artifact: Path) -> None:
     group = Predictor.load(artifact)._group(DType.BF16, Layout.NT).scorer
     with pytest.raises(ValueError, match="at least one problem"):
         fit_dispatch(group, [])
+
+
+needs_numba = pytest.mark.skipif(
+    importlib.util.find_spec("numba") is None, reason="numba is not installed (pip install tilecost[fast])"
+)
+
+
+@needs_numba
+def test_the_compiled_stump_search_is_the_numpy_one_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilecost.predict.dispatch import _stump, _stump_of
+    from tilecost.predict.jit import compiled_stump
+
+    monkeypatch.delenv(JIT_ENV, raising=False)
+    kernel = compiled_stump()
+    rng = np.random.default_rng(5)
+    seen = {"leaf": 0, "split": 0}
+    for case in range(120):
+        problems, configs = int(rng.integers(2, 90)), int(rng.integers(1, 40))
+        # Extents on a coarse log2 grid (ties on every axis), regrets with repeated columns and a penalty
+        # value, as fit_dispatch builds them; every fourth case has a column best on every row (one leaf wins).
+        points = np.round(rng.uniform(0, 14, size=(problems, 3)) * 2) / 2
+        regret = np.abs(rng.normal(size=(problems, configs))) * rng.uniform(0.1, 2, size=configs)
+        regret[rng.random((problems, configs)) < 0.2] = 5.0
+        if configs > 2:
+            regret[:, 1] = regret[:, 2]
+        if case % 4 == 0:
+            regret[:, rng.integers(configs)] = 0.0
+        min_leaf = int(rng.integers(1, max(2, problems // 3)))
+        rows = rng.permutation(problems)[: int(rng.integers(1, problems + 1))]
+        ours = _stump_of(regret, rows, points, min_leaf, kernel)
+        theirs = _stump(regret[rows], points[rows], min_leaf)
+        assert ours[1] == theirs[1], case
+        assert ours[0] == theirs[0] or (np.isnan(ours[0]) and np.isnan(theirs[0])), case  # the same bits
+        seen["leaf" if "config" in theirs[1] else "split"] += 1
+    assert min(seen.values()) >= 20, seen  # both kinds of answer were compared
+
+
+@needs_numba
+def test_compiled_and_numpy_fits_give_the_same_rule(
+    artifact: Path, dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(JIT_ENV, raising=False)
+    group = Predictor.load(artifact)._group(DType.BF16, Layout.NT).scorer
+    problems = dataset.problems("train")[:80]
+
+    assert fit_dispatch(group, problems, compiled=True) == fit_dispatch(group, problems, compiled=False)
+
+
+def test_compiled_true_without_the_compiled_path_says_how_to_get_it(
+    artifact: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = Predictor.load(artifact)._group(DType.BF16, Layout.NT).scorer
+    monkeypatch.setenv(JIT_ENV, "0")
+    with pytest.raises(RuntimeError, match="needs numba"):
+        fit_dispatch(group, [Problem(64, 64, 64)], compiled=True)

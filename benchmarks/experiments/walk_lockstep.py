@@ -74,12 +74,12 @@ def walk_per_row(x, word, threshold, value, default_right, roots, depth, base_sc
 
 @numba.njit(nogil=True)
 def best_two_level_per_row(  # type: ignore[no-untyped-def]
-    members, problem, limits, space_ints, config_columns, device, layout,
+    members, m, n, k, constants, fits, space_ints, config_columns, layout,
     word, threshold, value, default_right, roots, depth, base_score, roofline_column,
     level_word, level_threshold, level_value, level_default_right, level_roots, level_depth, level_base_score,
 ):  # fmt: skip
     """:func:`~tilecost.predict.jit_kernels.best_two_level` with :func:`walk_per_row` for both walks."""
-    keep, x = kernels.shortlist_features(members, problem, limits, space_ints, config_columns, device, layout)
+    keep, x = kernels.shortlist_features(members, m, n, k, constants, fits, space_ints, config_columns, layout)
     x32 = x.astype(np.float32)
     predictions = walk_per_row(x32, word, threshold, value, default_right, roots, depth, base_score)
     if keep.shape[0] > 0:
@@ -94,10 +94,10 @@ class PerRowShortlist(CompiledShortlist):
     """The shipped shortlist kernel's inputs, scored with the per-row walk."""
 
     def best_two_level(self, problem: Problem, members: Any, roofline_column: int, level: Any) -> Any:
-        values, limits = self._problem(problem)
+        constants, fits = self._constants(problem)
         return best_two_level_per_row(  # type: ignore[call-arg]
-            np.asarray(members, dtype=np.intp), values, limits, self.space_ints, self.config_columns,
-            self.device_values, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
+            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            self.config_columns, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
         )  # fmt: skip
 
 
