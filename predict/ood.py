@@ -220,6 +220,8 @@ class OODChecker:
     range_margin_log2: float = 0.0  # a group's own range, widened by this (within the all-groups range)
     distance_kernel: Any = field(default=None, repr=False)  # the compiled _kth_distance, if any
     _bounds: dict[str, tuple[tuple[float, ...], ...]] = field(init=False, repr=False, default_factory=dict)
+    # Per (dtype, layout) what verdict checks every problem of it against (_group_checks), on first use.
+    _groups: dict[tuple[DType, Layout], Any] = field(init=False, repr=False, default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         # The range check's bounds as Python floats, per group, once (not per query): the group's
@@ -295,30 +297,41 @@ class OODChecker:
 
     def verdict(self, problem: Problem) -> OODVerdict:
         """The verdict for one problem (a few microseconds: one distance per training problem)."""
-        reasons = list(self.static_reasons)
-        if problem.dtype not in self.dtypes:
-            reasons.append(OODReason.UNSEEN_DTYPE)
-        if problem.layout not in self.layouts:
-            reasons.append(OODReason.UNSEEN_LAYOUT)
-        group = f"{problem.dtype.value}-{problem.layout.value}"
-        query = (math.log2(problem.m), math.log2(problem.n), math.log2(problem.k))
-        low, high = self._bounds.get(group) or self._bounds["*"]
-        if any(not lo <= q <= hi for q, lo, hi in zip(query, low, high, strict=True)):
-            reasons.append(OODReason.DIM_OUTSIDE_TRAINING_RANGE)
-        points = self.points.get(group)
+        found = self._groups.get((problem.dtype, problem.layout))
+        if found is None:
+            found = self._groups[(problem.dtype, problem.layout)] = self._group_checks(problem.dtype, problem.layout)
+        reasons, (m_low, n_low, k_low), (m_high, n_high, k_high), points = found
+        q0, q1, q2 = math.log2(problem.m), math.log2(problem.n), math.log2(problem.k)
+        if not (m_low <= q0 <= m_high and n_low <= q1 <= n_high and k_low <= q2 <= k_high):
+            reasons = (*reasons, OODReason.DIM_OUTSIDE_TRAINING_RANGE)
         # No training problem of this dtype and layout (fp16 seen with nt only, asked with nn): no
         # neighbour at all, an infinite distance, flagged like any sparse neighbourhood.
         if points is None:
             distance = math.inf
         elif self.distance_kernel is not None:
-            distance = float(self.distance_kernel(points, *query, self.neighbours))
+            distance = float(self.distance_kernel(points, q0, q1, q2, self.neighbours))
         else:
-            distance = _kth_distance(points, np.array(query), self.neighbours)
+            distance = _kth_distance(points, np.array((q0, q1, q2)), self.neighbours)
         if distance > self.sparse_distance_log2:
-            reasons.append(OODReason.SPARSE_NEIGHBOURHOOD)
+            reasons = (*reasons, OODReason.SPARSE_NEIGHBOURHOOD)
         if len(reasons) > 1:
-            reasons = sorted(set(reasons), key=_REASON_ORDER.index)
-        return OODVerdict(tuple(reasons), distance)
+            reasons = tuple(sorted(set(reasons), key=_REASON_ORDER.index))
+        return OODVerdict(reasons, distance)
+
+    def _group_checks(
+        self, dtype: DType, layout: Layout
+    ) -> tuple[tuple[OODReason, ...], tuple[float, ...], tuple[float, ...], NDArray[np.float64] | None]:
+        """What :meth:`verdict` checks for every problem of a dtype and layout, worked out once: the
+        reasons that hold for all of them (static ones, an unseen dtype or layout), the range bounds and
+        the training points."""
+        reasons = list(self.static_reasons)
+        if dtype not in self.dtypes:
+            reasons.append(OODReason.UNSEEN_DTYPE)
+        if layout not in self.layouts:
+            reasons.append(OODReason.UNSEEN_LAYOUT)
+        group = _group(dtype, layout)
+        low, high = self._bounds.get(group) or self._bounds["*"]
+        return tuple(reasons), low, high, self.points.get(group)
 
 
 _REASON_ORDER = list(OODReason)

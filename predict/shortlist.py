@@ -156,11 +156,12 @@ def _variants(shapes: NDArray[np.int64]) -> NDArray[np.intp]:
 class ListCut:
     """A shape's list cut for scoring: ``head`` (the first members, ascending space indices) is scored
     first; when its best is one of ``late`` (head members at ``extend_from`` or later, in list order),
-    ``tail`` (the rest of the list, in list order) is scored too."""
+    ``tail`` (the rest of the list, in list order) is scored too. All three are read-only views of the
+    table's arrays: ``late`` and ``tail`` as stored (int32)."""
 
     head: NDArray[np.intp]
-    late: NDArray[np.intp]
-    tail: NDArray[np.intp]
+    late: NDArray[np.integer[Any]]
+    tail: NDArray[np.integer[Any]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,6 +173,8 @@ class ShortlistTable:
     table: NDArray[np.int32]
     lists: NDArray[np.int32]
     lengths: list[int] = field(init=False, repr=False)
+    # Per head width, every list's first members sorted (:meth:`_heads`), built on first use.
+    sorted_heads: dict[int, NDArray[np.intp]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         # Members per list (rows are padded with -1 at the end), so a query cuts its list without a mask.
@@ -198,13 +201,31 @@ class ShortlistTable:
 
     def cut(self, list_id: int, width: int | None, extend_from: int | None = EXTEND_FROM) -> ListCut:
         """The list's first ``width`` members, which of them sit at position ``extend_from`` or later,
-        and the members after the first ``width`` (none when ``extend_from`` is None)."""
+        and the members after the first ``width`` (none when ``extend_from`` is None).
+
+        A head is a row of :meth:`_heads`, sorted once for every list: a query whose list is new to the
+        predictor's cache then slices three views instead of sorting and converting (7.4 µs -> ~1 µs here)."""
         row = self.lists[list_id]
-        row = row[: self.lengths[list_id]].astype(np.intp)
-        head = row[:width]
-        if extend_from is None or width is None or len(row) <= width:
-            return ListCut(np.sort(head), _NONE, _NONE)
-        return ListCut(np.sort(head), head[extend_from:], row[width:])
+        length = self.lengths[list_id]
+        if width is None:
+            return ListCut(np.sort(row[:length]).astype(np.intp), _NONE, _NONE)
+        head = self._heads(width)[list_id, : min(width, length)]
+        if extend_from is None or length <= width:
+            return ListCut(head, _NONE, _NONE)
+        return ListCut(head, row[extend_from:width], row[width:length])
+
+    def _heads(self, width: int) -> NDArray[np.intp]:
+        """Every list's first ``width`` members in ascending order, padded with -1 at the end (read-only)."""
+        heads = self.sorted_heads.get(width)
+        if heads is None:
+            heads = self.lists[:, :width].astype(np.intp)
+            last = np.iinfo(np.intp).max  # no space index: the padding sorts to the end, then is -1 again
+            heads[heads < 0] = last
+            heads.sort(axis=1)
+            heads[heads == last] = -1
+            heads.flags.writeable = False
+            self.sorted_heads[width] = heads
+        return heads
 
     def check_space(self, space_size: int) -> None:
         if self.lists.size and self.lists.max() >= space_size:

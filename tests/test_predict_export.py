@@ -15,7 +15,7 @@ from tilecost.errors import ArtifactError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.predict import ArtifactMetadata, TreeEnsemble, prepare_artifact_files, training_domain
 from tilecost.predict.scoring import GroupScorer
-from tilecost.predict.shortlist import GridSpec, build_shortlists, containment, sample_shapes
+from tilecost.predict.shortlist import GridSpec, ShortlistTable, build_shortlists, containment, sample_shapes
 
 from . import test_predict_fixture as fixtures
 
@@ -192,6 +192,22 @@ def test_lists_rank_by_weight_and_empty_cells_borrow_the_nearest() -> None:
     assert table.lists[table.table[2, 0, 0, 0]].tolist() == [7, 9, 8]
     assert table.list_id(Problem(100, 17, 17)) == table.table[2, 0, 0, 0]
     assert table.list_id(Problem(2**20 + 1, 1, 2**20 + 1)) == table.table[2, 0, 0, 0]  # beyond the grid: clipped
+
+
+def test_a_cut_is_the_lists_sorted_head_its_late_members_and_the_rest() -> None:
+    spec = GridSpec((0.0, 4.0, 4.0), 3.0, (1, 1, 1), top_n=1, samples=1, list_width=6, seed=0)
+    lists = np.array([[9, 3, 7, 1, 8, 2], [5, 4, -1, -1, -1, -1], [6, 0, 2, -1, -1, -1]], dtype=np.int32)
+    table = ShortlistTable(spec, np.zeros((1, 1, 1, 8), dtype=np.int32), lists)
+
+    cut = table.cut(0, 4, extend_from=2)
+    assert (cut.head.tolist(), cut.late.tolist(), cut.tail.tolist()) == ([1, 3, 7, 9], [7, 1], [8, 2])
+    assert cut.head.dtype == np.intp and not cut.head.flags.writeable  # a view of the sorted heads
+    assert table.cut(1, 4, extend_from=2).head.tolist() == [4, 5]  # shorter than the width: no padding
+    short = table.cut(2, 3, extend_from=1)
+    assert (short.head.tolist(), short.late.tolist(), short.tail.tolist()) == ([0, 2, 6], [], [])
+    assert table.cut(0, 4, extend_from=None).tail.tolist() == []  # never extended
+    assert table.cut(0, None).head.tolist() == [1, 2, 3, 7, 8, 9]  # the whole list
+    assert table.cut(2, 2).head.tolist() == [0, 6]
 
 
 def test_sample_shapes_cover_the_grid_and_both_alignments() -> None:
