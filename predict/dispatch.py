@@ -167,20 +167,10 @@ def _depth_two(
     return None if best is None else best[1]
 
 
-def fit_dispatch(
-    group: GroupScorer, problems: Sequence[Problem], *, min_leaf_fraction: float = 0.1, compiled: bool | None = None
-) -> DispatchRule:
-    """A rule of 2-4 pointer-kernel configurations of ``group`` fitted to the model's times on
-    ``problems`` (the group's training problems): the depth-two tree on log2 extents, each leaf
-    holding at least ``min_leaf_fraction`` of the problems, of least summed log slowdown against each
-    problem's best candidate (tensor-descriptor ones included). Too few problems to split: one leaf.
-
-    The search is exhaustive, ~18 · problems² · configurations additions: 165 s for 1,100 problems on this
-    2-core machine in numpy. ``compiled`` (default: where numba is, :func:`tilecost.predict.jit.jit_enabled`)
-    searches each side's stumps with :func:`tilecost.predict.jit_kernels.dispatch_stump` instead, the same
-    sums in the same order without numpy's copies: the same rule, ~7x sooner."""
-    if not problems:
-        raise ValueError("fit_dispatch needs at least one problem")
+def regret_matrix(group: GroupScorer, problems: Sequence[Problem]) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """The pointer-kernel configurations (space indices) and, per problem and configuration, the model's log
+    slowdown against the problem's best candidate (tensor-descriptor ones included; ``_NOT_A_CANDIDATE`` where
+    the configuration is not one of its candidates): what :func:`fit_dispatch` searches."""
     pool = np.flatnonzero([c.variant is KernelVariant.PTR for c in group.space])
     position = np.full(len(group.space), -1)
     position[pool] = np.arange(len(pool))
@@ -189,10 +179,29 @@ def fit_dispatch(
         indices, times = group.times_us(problem, group.everything)
         ptr = position[indices] >= 0
         regret[row, position[indices[ptr]]] = np.log(times[ptr] / times.min())
+    return pool, regret
+
+
+def fit_dispatch(
+    group: GroupScorer, problems: Sequence[Problem], *, min_leaf_fraction: float = 0.1, compiled: bool | None = None
+) -> DispatchRule:
+    """A rule of 2-4 pointer-kernel configurations of ``group`` fitted to the model's times on
+    ``problems`` (the group's training problems): the depth-two tree on log2 extents, each leaf
+    holding at least ``min_leaf_fraction`` of the problems, of least summed log slowdown against each
+    problem's best candidate (tensor-descriptor ones included). Too few problems to split: one leaf.
+
+    The search is exhaustive, ~18 · problems² · configurations additions. ``compiled`` (default: where numba
+    is, :func:`tilecost.predict.jit.jit_enabled`; True raises without it) searches each side's stumps with
+    :func:`tilecost.predict.jit_kernels.dispatch_stump`, the same sums in the same order without numpy's
+    copies: the same rule, and on the shipped H200 model's 1,013 bf16-nt problems × 3,020 configurations 22.5 s
+    instead of 199.8 s on a 2-core machine (docs/BENCHMARKS.md §5)."""
+    if not problems:
+        raise ValueError("fit_dispatch needs at least one problem")
+    pool, regret = regret_matrix(group, problems)
     points = np.log2(np.array([[p.m, p.n, p.k] for p in problems], dtype=np.float64))
     min_leaf = max(1, math.ceil(min_leaf_fraction * len(problems)))
     kernel = None
-    if compiled or compiled is None:
+    if compiled is not False:
         from .jit import compiled_stump
 
         kernel = compiled_stump()

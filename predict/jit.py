@@ -199,7 +199,7 @@ class CompiledShortlist:
     space_ints: NDArray[np.int64]
     config_columns: NDArray[np.float64]
     # Per (dtype, layout) the kernels' ``constants`` and ``fits`` (jit_kernels.shortlist_features), once.
-    problem_constants: dict[tuple[DType, Layout], tuple[NDArray[np.float64], NDArray[np.int64]]] = field(
+    group_constants: dict[tuple[DType, Layout], tuple[NDArray[np.float64], NDArray[np.int64]]] = field(
         default_factory=dict
     )
 
@@ -213,9 +213,9 @@ class CompiledShortlist:
     def _constants(self, problem: Problem) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """The kernels' ``constants`` and ``fits`` for the problem's dtype and layout."""
         key = (problem.dtype, problem.layout)
-        found = self.problem_constants.get(key)
+        found = self.group_constants.get(key)
         if found is None:
-            found = self.problem_constants[key] = problem_constants(problem.dtype, problem.layout, self.device)
+            found = self.group_constants[key] = problem_constants(problem.dtype, problem.layout, self.device)
         return found
 
     def features(self, problem: Problem, members: NDArray[np.intp]) -> tuple[NDArray[np.intp], NDArray[np.float64]]:

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -202,7 +203,7 @@ class GroupScorer:
         self,
         problem: Problem,
         head: CandidateSet,
-        late: NDArray[np.intp],
+        late: NDArray[np.integer[Any]],
         tail: Callable[[], CandidateSet] | None,
     ) -> tuple[tuple[int, float, float | None] | None, bool]:
         """:meth:`best_two` of ``head``; of ``head`` and ``tail()`` together (:func:`merge_best_two`;

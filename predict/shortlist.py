@@ -156,8 +156,8 @@ def _variants(shapes: NDArray[np.int64]) -> NDArray[np.intp]:
 class ListCut:
     """A shape's list cut for scoring: ``head`` (the first members, ascending space indices) is scored
     first; when its best is one of ``late`` (head members at ``extend_from`` or later, in list order),
-    ``tail`` (the rest of the list, in list order) is scored too. All three are read-only views of the
-    table's arrays: ``late`` and ``tail`` as stored (int32)."""
+    ``tail`` (the rest of the list, in list order) is scored too. All three are views of the table's arrays
+    (not to be written): ``late`` and ``tail`` as stored (int32)."""
 
     head: NDArray[np.intp]
     late: NDArray[np.integer[Any]]
@@ -204,7 +204,7 @@ class ShortlistTable:
         and the members after the first ``width`` (none when ``extend_from`` is None).
 
         A head is a row of :meth:`_heads`, sorted once for every list: a query whose list is new to the
-        predictor's cache then slices three views instead of sorting and converting (7.4 µs -> ~1 µs here)."""
+        predictor's cache then slices three views instead of sorting and converting (3.8 µs instead of 7.0 here)."""
         row = self.lists[list_id]
         length = self.lengths[list_id]
         if width is None:

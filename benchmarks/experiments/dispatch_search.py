@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 
 from tilecost import load_device
-from tilecost.config import KernelVariant
 from tilecost.predict import DispatchRule, TreeEnsemble, load_artifact
-from tilecost.predict.dispatch import _NOT_A_CANDIDATE, _depth_two, _leaf
+from tilecost.predict.dispatch import _depth_two, _leaf, regret_matrix
 from tilecost.predict.jit import compiled_stump
 from tilecost.predict.scoring import GroupScorer
 from tilecost.problem import DType, Layout, Problem
@@ -51,19 +50,6 @@ def export_scorer(directory: Path) -> tuple[Any, Any, Any]:
     return metadata, scorer, level
 
 
-def regret_matrix(group: GroupScorer, problems: list[Problem]) -> tuple[np.ndarray, np.ndarray]:
-    """``fit_dispatch``'s regret matrix (problems × pointer configurations) as it builds it, and the pool."""
-    pool = np.flatnonzero([c.variant is KernelVariant.PTR for c in group.space])
-    position = np.full(len(group.space), -1)
-    position[pool] = np.arange(len(pool))
-    regret = np.full((len(problems), len(pool)), _NOT_A_CANDIDATE)
-    for row, problem in enumerate(problems):
-        indices, times = group.times_us(problem, group.everything)
-        ptr = position[indices] >= 0
-        regret[row, position[indices[ptr]]] = np.log(times[ptr] / times.min())
-    return regret, pool
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--group", default="bf16-nt", help="dtype-layout (default bf16-nt, the largest)")
@@ -75,7 +61,7 @@ def main() -> None:
     group = GroupScorer.build(load_device(metadata.device_class), DType(dtype), Layout(layout), metadata.target,
                               scorer, level=level)  # fmt: skip
     start = time.perf_counter()
-    regret, pool = regret_matrix(group, problems)
+    pool, regret = regret_matrix(group, problems)
     print(f"{args.group}: {len(problems)} training problems x {regret.shape[1]} pointer configurations; "
           f"regret matrix in {time.perf_counter() - start:.1f} s")  # fmt: skip
     points = np.log2(np.array([[p.m, p.n, p.k] for p in problems], dtype=np.float64))

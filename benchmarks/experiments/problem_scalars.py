@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import time
 from typing import Any
 
 import numba
 import numpy as np
 
 # walk_lockstep.py's stream of distinct random problems (every dtype and layout)
-from walk_lockstep import DTYPES, distinct_problems  # type: ignore[import-not-found]
+from walk_lockstep import DTYPES, distinct_problems, take_turns  # type: ignore[import-not-found]
 
 from tilecost import Predictor, Problem, load_device
 from tilecost.features import DTYPES as FEATURE_DTYPES
@@ -116,26 +115,8 @@ def main() -> None:
     path = "tilecost/models/h200"
     predictors = {"arrays": arrays_predictor(path), "scalars": Predictor.load(path)}
     shapes = list(itertools.islice(distinct_problems(args.seed), 200 + args.shapes))
-    for shape in shapes[:200]:
-        answers = [p.predict_best(shape, measured=False) for p in predictors.values()]
-        assert answers[0].config == answers[1].config and answers[0].time_us == answers[1].time_us, shape
-    print(f"same answers on 200 shapes; {args.shapes} more, {args.rounds} rounds")
-    names = list(predictors)
-    ratios = []
-    for round_ in range(args.rounds):
-        for p in predictors.values():
-            p.cache_clear()
-        spent: dict[str, list[float]] = {name: [] for name in names}
-        for i, shape in enumerate(shapes[200:]):
-            name = names[(i + round_) % len(names)]
-            start = time.perf_counter_ns()
-            predictors[name].predict_best(shape, measured=False)
-            spent[name].append((time.perf_counter_ns() - start) / 1e3)
-        p50 = {name: float(np.percentile(v, 50)) for name, v in spent.items()}
-        ratios.append(p50["scalars"] / p50["arrays"])
-        print(f"round {round_}: " + " | ".join(
-            f"{name} p50 {p50[name]:.1f} µs, p99 {np.percentile(spent[name], 99):.1f} µs" for name in names
-        ) + f" | scalars - arrays p50 {p50['scalars'] - p50['arrays']:+.1f} µs, ratio {ratios[-1]:.3f}")  # fmt: skip
+    print(f"{args.shapes} new shapes, {args.rounds} rounds (after the same answers on 200 others)")
+    ratios = take_turns(predictors, shapes, args.rounds)
     print(f"scalars / arrays p50 over {args.rounds} rounds: {min(ratios):.3f}-{max(ratios):.3f}")
 
 

@@ -126,28 +126,39 @@ def distinct_problems(seed: int) -> Iterator[Problem]:
             yield problem
 
 
-def end_to_end(path: str, count: int, rounds: int, seed: int) -> None:
-    """``predict_best`` on new shapes, the shipped predictor and the per-row one taking turns shape by shape
-    (each shape answered by one of them only, never from measurements); both must give the same answers."""
-    predictors = {"per_row": per_row_predictor(path), "lockstep": Predictor.load(path)}
-    shapes = list(itertools.islice(distinct_problems(seed), 200 + count))
-    for shape in shapes[:200]:
+def take_turns(predictors: dict[str, Predictor], shapes: list[Problem], rounds: int, label: str = "") -> list[float]:
+    """``predict_best`` on ``shapes`` by two predictors taking turns shape by shape (round r gives shape i to the
+    ((i + r) mod 2)-th; each shape answered by one of them only, never from measurements, caches cleared each
+    round), after checking that both give the same answers on 200 other shapes. Prints each round; returns the
+    second predictor's p50 over the first's, per round."""
+    names = list(predictors)
+    warm_up, shapes = shapes[:200], shapes[200:]
+    for shape in warm_up:
         answers = [p.predict_best(shape, measured=False) for p in predictors.values()]
         assert answers[0].config == answers[1].config and answers[0].time_us == answers[1].time_us, shape
-    names = list(predictors)
+    ratios = []
     for round_ in range(rounds):
         for p in predictors.values():
             p.cache_clear()
         spent: dict[str, list[float]] = {name: [] for name in names}
-        for i, shape in enumerate(shapes[200:]):
+        for i, shape in enumerate(shapes):
             name = names[(i + round_) % len(names)]
             start = time.perf_counter_ns()
             predictors[name].predict_best(shape, measured=False)
             spent[name].append((time.perf_counter_ns() - start) / 1e3)
         p50 = {name: float(np.percentile(v, 50)) for name, v in spent.items()}
-        print(f"end to end, round {round_}: " + " | ".join(
+        first, second = names
+        ratios.append(p50[second] / p50[first])
+        print(f"{label}round {round_}: " + " | ".join(
             f"{name} p50 {p50[name]:.1f} µs, p99 {np.percentile(spent[name], 99):.1f} µs" for name in names
-        ) + f" | lockstep / per_row p50 {p50['lockstep'] / p50['per_row']:.3f}")  # fmt: skip
+        ) + f" | {second} / {first} p50 {ratios[-1]:.3f} ({p50[second] - p50[first]:+.1f} µs)")  # fmt: skip
+    return ratios
+
+
+def end_to_end(path: str, count: int, rounds: int, seed: int) -> None:
+    """``predict_best`` on new shapes, the per-row predictor and the shipped one taking turns (:func:`take_turns`)."""
+    predictors = {"per_row": per_row_predictor(path), "lockstep": Predictor.load(path)}
+    take_turns(predictors, list(itertools.islice(distinct_problems(seed), 200 + count)), rounds, "end to end, ")
 
 
 def shortlist_rows(predictor: Predictor, count: int, width: int, seed: int) -> list[np.ndarray]:
