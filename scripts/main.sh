@@ -4,7 +4,7 @@
 # tilecost-h200, alias champion), print the evaluation table on the held-out problems, then ask the
 # shipped predictor (tilecost/models/h200) about shapes it never measured.
 # Exporting a new predictor artifact is `tilecost train --export-dir DIR` (19-28 min more on a 2-core machine up to
-# the twentieth session, most of it the shortlists; ~8 min less since the dispatch search is compiled: docs/BENCHMARKS.md §5).
+# the twentieth session, most of it the shortlists; ~8 min less since the dispatch search is compiled, 547 -> 58 s: docs/BENCHMARKS.md §5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
