@@ -5,8 +5,7 @@
 A diagnostic of the twenty-second session (BENCHMARKS §5). ``predict_best`` on distinct new shapes (every dtype
 and layout, never from measurements) in rounds of ``--shapes``, the collector on in even rounds and off
 (``gc.disable()``) in odd ones; ``gc.callbacks`` times every collection. Nothing in tilecost changes the
-collector's settings: this says whether a caller that does (``gc.freeze()`` after loading, a higher threshold)
-would gain.
+collector's settings: this shows how much of the tail the collector's pauses are.
 """
 
 from __future__ import annotations
