@@ -29,14 +29,14 @@ import numba
 import numpy as np
 
 # walk_lockstep.py's stream of distinct random problems (every dtype and layout)
-from walk_lockstep import DTYPES, distinct_problems, take_turns  # type: ignore[import-not-found]
+from walk_lockstep import distinct_problems, take_turns, with_shortlists  # type: ignore[import-not-found]
 
 from tilecost import Predictor, Problem, load_device
 from tilecost.features import DTYPES as FEATURE_DTYPES
 from tilecost.predict import jit_kernels as kernels
 from tilecost.predict.feasibility import problem_limits
 from tilecost.predict.jit import _LAYOUT, CompiledShortlist, problem_constants
-from tilecost.problem import DType, Layout
+from tilecost.problem import Layout
 
 # Per dtype code (the feature schema's order) the shipped kernels' ``fits``: the old arguments carry only the
 # limits they give, so the old entry below looks them up here (a compile-time constant of the kernel).
@@ -95,15 +95,7 @@ def arrays_predictor(path: str) -> Predictor:
     device_values = np.array([device.sm_count, device.hbm_bytes_per_s], dtype=np.float64)
     rates = {d: (float(d.in_bytes), float(d.out_bytes), device.peak_flops_per_s(d), float(i))
              for i, d in enumerate(FEATURE_DTYPES) if d in device.peak_dense_tflops}  # fmt: skip
-    for dtype in DTYPES:
-        for layout in ("nt", "nn"):
-            group = predictor._group(DType(dtype), Layout(layout))
-            compiled = group.scorer.compiled
-            assert compiled is not None and group.scorer.compiled_level is not None
-            fields = {f.name: getattr(compiled, f.name) for f in dataclasses.fields(compiled)}
-            old = ArraysShortlist(**fields, device_values=device_values, rates=rates)
-            group.scorer = dataclasses.replace(group.scorer, compiled=old)
-    return predictor
+    return with_shortlists(predictor, ArraysShortlist, device_values=device_values, rates=rates)
 
 
 def main() -> None:

@@ -101,17 +101,21 @@ class PerRowShortlist(CompiledShortlist):
         )  # fmt: skip
 
 
-def per_row_predictor(path: str) -> Predictor:
-    """The artifact at ``path`` loaded, every group's shortlist kernel walking one row at a time."""
-    predictor = Predictor.load(path)
+def with_shortlists(predictor: Predictor, kind: type[CompiledShortlist], **extra: Any) -> Predictor:
+    """``predictor`` with every group's compiled shortlist rebuilt as ``kind`` (its fields, and ``extra``)."""
     for dtype in DTYPES:
         for layout in ("nt", "nn"):
             group = predictor._group(DType(dtype), Layout(layout))
             compiled = group.scorer.compiled
             assert compiled is not None and group.scorer.compiled_level is not None
             fields = {f.name: getattr(compiled, f.name) for f in dataclasses.fields(compiled)}
-            group.scorer = dataclasses.replace(group.scorer, compiled=PerRowShortlist(**fields))
+            group.scorer = dataclasses.replace(group.scorer, compiled=kind(**fields, **extra))
     return predictor
+
+
+def per_row_predictor(path: str) -> Predictor:
+    """The artifact at ``path`` loaded, every group's shortlist kernel walking one row at a time."""
+    return with_shortlists(Predictor.load(path), PerRowShortlist)
 
 
 def distinct_problems(seed: int) -> Iterator[Problem]:
