@@ -163,12 +163,10 @@ def _predictor_files(
     prepare = _predict_function("prepare_artifact_files")
     if prepare is None:
         return {}
-    accepts_scorer = "scorer" in inspect.signature(prepare).parameters
-    files = (
-        prepare(model, metadata, scorer=scorer, **(settings or {}))
-        if scorer is not None and accepts_scorer
-        else prepare(model, metadata, **(settings or {}))
-    )
+    arguments = dict(settings or {})
+    if scorer is not None and "scorer" in inspect.signature(prepare).parameters:
+        arguments["scorer"] = scorer
+    files = prepare(model, metadata, **arguments)
     if not isinstance(files, Mapping) or not all(isinstance(v, bytes) for v in files.values()):
         raise TypeError("tilecost.predict.prepare_artifact_files must return a dict of file name -> bytes")
     return dict(files)
