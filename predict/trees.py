@@ -149,23 +149,15 @@ class TreeEnsemble:
 
     @classmethod
     def _from_trees(cls, trees: list[dict[str, Any]], num_features: int, base_score: float) -> TreeEnsemble:
-        parts: dict[str, list[NDArray[Any]]] = {
-            k: [] for k in ("feature", "threshold", "left", "default", "leaf", "value")
-        }
-        roots, offset, depth = [], 0, 0
         for index, tree in enumerate(trees):
             if np.any(tree.get("split_type", [])) or len(tree.get("categories_nodes", [])):
                 raise ArtifactError(f"tree {index} has categorical splits, which are not supported")
             if int(tree.get("tree_param", {}).get("size_leaf_vector", "1")) > 1:
                 raise ArtifactError(f"tree {index} has vector leaves (multi-target), which are not supported")
-            arrays, tree_depth = _renumber(tree, index, num_features)
-            arrays["left"] = arrays["left"] + offset
-            for key, array in arrays.items():
-                parts[key].append(array)
-            roots.append(offset)
-            offset += len(arrays["left"])
-            depth = max(depth, tree_depth)
-        joined = {key: np.concatenate(arrays) for key, arrays in parts.items()}
+        forest = _renumber_forest(trees, num_features)
+        if forest is None:  # a malformed tree: the tree-by-tree path finds it and names it
+            forest = _renumber_trees(trees, num_features)
+        joined, roots, depth = forest
         for array in joined.values():
             array.flags.writeable = False
         return cls(
@@ -291,6 +283,82 @@ def _parse_base_score(text: object) -> float:
         return float(value)  # type: ignore[arg-type]  # a str or number; anything else raises below
     except (ValueError, TypeError) as exc:
         raise ArtifactError(f"base_score {text!r} is not one number: {exc}") from exc
+
+
+_Forest = tuple[dict[str, NDArray[Any]], list[int], int]
+_INPUTS = (("left_children", np.int64), ("right_children", np.int64), ("split_indices", np.int64),
+           ("split_conditions", np.float32), ("default_left", np.int64))  # fmt: skip
+
+
+def _renumber_trees(trees: list[dict[str, Any]], num_features: int) -> _Forest:
+    """Every tree by :func:`_renumber`, concatenated (global node ids), with the roots and the depth. Raises
+    ``ArtifactError`` naming the first malformed tree; the reference of :func:`_renumber_forest`."""
+    parts: dict[str, list[NDArray[Any]]] = {k: [] for k in ("feature", "threshold", "left", "default", "leaf", "value")}
+    roots, offset, depth = [], 0, 0
+    for index, tree in enumerate(trees):
+        arrays, tree_depth = _renumber(tree, index, num_features)
+        arrays["left"] = arrays["left"] + offset
+        for key, array in arrays.items():
+            parts[key].append(array)
+        roots.append(offset)
+        offset += len(arrays["left"])
+        depth = max(depth, tree_depth)
+    return {key: np.concatenate(arrays) for key, arrays in parts.items()}, roots, depth
+
+
+def _renumber_forest(trees: list[dict[str, Any]], num_features: int) -> _Forest | None:
+    """What :func:`_renumber_trees` returns, with every tree's breadth-first walk done at once: one pass of whole-
+    array operations per level instead of one per level and tree (500 trees of depth 12: ~0.3 s of a predictor's
+    load). None where any tree is malformed, so that the tree-by-tree path raises the error naming it.
+
+    Level by level over the forest, each level's nodes are in tree order and, within a tree, in the order its own
+    walk gives them; a stable sort by tree then yields each tree's breadth-first order, trees one after another."""
+    try:
+        columns = [[np.asarray(tree[key], dtype=kind) for tree in trees] for key, kind in _INPUTS]
+    except (KeyError, TypeError, ValueError):
+        return None
+    counts = np.array([len(array) for array in columns[0]], dtype=np.int64)
+    if not counts.all() or any(len(a) != c for arrays in columns for a, c in zip(arrays, counts, strict=True)):
+        return None
+    lefts, rights, splits, defaults = (np.concatenate(columns[i]) for i in (0, 1, 2, 4))
+    conditions = np.concatenate(columns[3])
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    tree_of = np.repeat(np.arange(len(counts)), counts)
+    seen = np.zeros(len(lefts), dtype=bool)
+    seen[starts] = True
+    levels = [starts]
+    while True:
+        parents = levels[-1][lefts[levels[-1]] != -1]
+        if not len(parents):
+            break
+        local = np.stack([lefts[parents], rights[parents]], axis=1).ravel()
+        if ((local < 0) | (local >= np.repeat(counts[tree_of[parents]], 2))).any():
+            return None
+        children = local + np.repeat(starts[tree_of[parents]], 2)
+        if seen[children].any() or _repeated(children).any():
+            return None
+        seen[children] = True
+        levels.append(children)
+    reached = np.concatenate(levels)
+    order = reached[np.argsort(tree_of[reached], kind="stable")]
+    size = len(order)
+    position = np.empty(len(lefts), dtype=np.int64)
+    position[order] = np.arange(size)
+    leaf = lefts[order] == -1
+    feature = np.where(leaf, 0, splits[order])
+    if ((feature < 0) | (feature >= num_features)).any():
+        return None
+    starts_of = starts[tree_of[order]]
+    left = np.where(leaf, np.arange(size), position[np.where(leaf, order, lefts[order] + starts_of)])
+    joined = {
+        "feature": feature.astype(np.intp),
+        "threshold": np.where(leaf, np.float32(np.inf), conditions[order]).astype(np.float32),
+        "left": left.astype(np.intp),
+        "default": np.where(leaf, True, defaults[order].astype(bool)),
+        "leaf": leaf,
+        "value": np.where(leaf, conditions[order], np.float32(0)).astype(np.float32),
+    }
+    return joined, position[starts].tolist(), len(levels) - 1
 
 
 def _renumber(tree: dict[str, Any], index: int, num_features: int) -> tuple[dict[str, NDArray[Any]], int]:

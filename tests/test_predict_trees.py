@@ -10,7 +10,8 @@ import pytest
 
 from tilecost.errors import ArtifactError
 from tilecost.features import FEATURE_NAMES
-from tilecost.predict.trees import TreeEnsemble
+from tilecost.predict import ubjson
+from tilecost.predict.trees import TreeEnsemble, _renumber_forest, _renumber_trees
 
 from . import test_predict_fixture as fixtures
 from .test_predict_fixture import Dataset
@@ -72,6 +73,64 @@ def test_single_rows_equal_the_batch(dataset: Dataset, model_json: bytes) -> Non
     batch = ensemble.predict(rows)
 
     np.testing.assert_array_equal(batch[[0, 513, 599]], [ensemble.predict(rows[[i]])[0] for i in (0, 513, 599)])
+
+
+def _random_tree(rng: np.random.Generator, num_features: int) -> dict:
+    """A random valid tree in XGBoost's arrays: node ids shuffled (the root stays 0), depths up to 7, and a few
+    orphan nodes no path reaches (with junk children), which a renumbering must leave out."""
+    left, right, nodes = [-1], [-1], 1
+    frontier = [(0, 0)]
+    while frontier:
+        at, depth = frontier.pop(int(rng.integers(len(frontier))))
+        if depth < 7 and rng.random() < 0.75:
+            left[at], right[at] = nodes, nodes + 1
+            left += [-1, -1]
+            right += [-1, -1]
+            frontier += [(nodes, depth + 1), (nodes + 1, depth + 1)]
+            nodes += 2
+    orphans = int(rng.integers(0, 3))
+    left += [5 * nodes] * orphans  # out of range: harmless where nothing reaches them
+    right += [-1] * orphans
+    size = nodes + orphans
+    new = np.concatenate([[0], 1 + rng.permutation(size - 1)])  # node i is stored at new[i]
+    inverse = np.argsort(new)
+    relabel = np.vectorize(lambda c: c if c < 0 or c >= size else int(new[c]))
+    return {
+        "left_children": relabel(np.array(left)[inverse]).tolist(),
+        "right_children": relabel(np.array(right)[inverse]).tolist(),
+        "split_indices": rng.integers(0, num_features, size).tolist(),
+        "split_conditions": rng.normal(size=size).astype(np.float32).tolist(),
+        "default_left": rng.integers(0, 2, size).tolist(),
+    }
+
+
+def _assert_same_forest(trees: list[dict], num_features: int) -> None:
+    fast, reference = _renumber_forest(trees, num_features), _renumber_trees(trees, num_features)
+    assert fast is not None
+    assert fast[1:] == reference[1:]  # roots and depth
+    for key, array in reference[0].items():
+        assert fast[0][key].dtype == array.dtype, key
+        np.testing.assert_array_equal(fast[0][key], array, err_msg=key)
+
+
+def test_renumbering_all_trees_at_once_gives_the_tree_by_tree_arrays(artifact: Path) -> None:
+    rng = np.random.default_rng(0)
+    _assert_same_forest([_random_tree(rng, 5) for _ in range(60)], 5)
+    model = ubjson.loads((artifact / "model.ubj").read_bytes())
+    _assert_same_forest(model["learner"]["gradient_booster"]["model"]["trees"], len(FEATURE_NAMES))
+
+
+def test_a_malformed_tree_among_many_is_named_by_its_index() -> None:
+    rng = np.random.default_rng(1)
+    trees = [_random_tree(rng, 4) for _ in range(6)]
+    trees[4]["right_children"][0] = 10**6
+    model = _tiny_model()
+    model["learner"]["learner_model_param"]["num_feature"] = "4"
+    model["learner"]["gradient_booster"]["model"]["trees"] = trees
+
+    assert _renumber_forest(trees, 4) is None
+    with pytest.raises(ArtifactError, match="tree 4: node 0 has an invalid child 1000000"):
+        TreeEnsemble.from_json(json.dumps(model))
 
 
 def _tiny_model(base_score: str = "[5E-1]", **tree_overrides: object) -> dict:
