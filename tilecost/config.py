@@ -115,6 +115,8 @@ class TileConfig:
 
 
 def _check_int(field: str, value: object) -> int:
+    if type(value) is int:  # the common case, without the ABC check below (~2 µs a config of a 10,800 space)
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{field} must be an int, got {type(value).__name__} {value!r}")
     return int(value)
