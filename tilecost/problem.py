@@ -73,6 +73,10 @@ def _parse_enum(cls: type[E], value: object, field: str) -> E:
     if isinstance(value, cls):
         return value
     if isinstance(value, str):
+        try:
+            return cls(value)  # the exact value ("bf16"), looked up in the enum's own table
+        except ValueError:
+            pass
         for member in cls:
             if member.value == value.lower() or member.name == value.upper():
                 return member
