@@ -18,8 +18,11 @@ otherwise:
 * ``no_nan``: the shipped arrays, a walk without the missing-value test (rows without NaN only: a query's rows);
 * ``uint32``: the shipped arrays, 32-bit node ids and the row's slice taken once per row and level.
 
-And, before the layouts, how much the caches matter at all: the shipped walk on each shape's rows when they are
-new (``cold``, shapes in turn) against the same rows walked again at once (``hot``, their nodes just read).
+Before the layouts, what a walk does (:func:`anatomy`): at which depth rows reach their leaves (a walk takes
+``depth`` steps whatever the leaf), how many steps test a problem feature, which every row of a query shares, and
+how many of those a walk could take once for all rows (the trees' first steps, while every row is at the same node
+and it tests a problem feature). And how much the caches matter at all: the shipped walk on each shape's rows when
+they are new (``cold``, shapes in turn) against the same rows walked again at once (``hot``, their nodes just read).
 
 All must give the same bits on every row. Then the walks alone take turns on the width-``--width`` shortlist rows of
 distinct random shapes, each variant against the shipped walk alone (round r gives shape i to the shipped walk when
@@ -40,6 +43,7 @@ import numpy as np
 from walk_lockstep import shortlist_rows  # type: ignore[import-not-found]
 
 from tilecost import Predictor
+from tilecost.features import PROBLEM_FEATURES
 from tilecost.predict import jit_kernels as kernels
 from tilecost.predict import ubjson
 from tilecost.problem import DType, Layout
@@ -139,6 +143,35 @@ def walk_uint32(x, word, threshold, value, default_right, roots, depth, base_sco
     for r in range(rows):
         total[r] += base_score
     return total
+
+
+def anatomy(rows: list[np.ndarray], arrays: tuple[Any, ...], problem_columns: int) -> None:
+    """Where the walk's steps go, on ``rows`` (a query's rows each; the first ``problem_columns`` features are the
+    problem's, the same in every row of a query): printed, not returned."""
+    word, threshold, _, _, roots, depth, _ = arrays
+    left, feature, leaf = (word >> 6).astype(np.int64), (word & 63).astype(np.int64), np.isnan(threshold)
+    main = roots[roots < len(word) - 1].astype(np.int64)  # not the padding lanes
+    reached_at = np.zeros(depth + 1, dtype=np.int64)
+    steps = problem_steps = shared_steps = 0
+    for x in rows:
+        node = np.tile(main, (len(x), 1))
+        at_leaf = np.full(node.shape, depth)
+        together = np.ones(len(main), dtype=bool)  # every row still at the same node, by problem steps only
+        for level in range(depth):
+            inner = ~leaf[node]
+            at_leaf[~inner & (at_leaf == depth)] = level
+            tests_problem = feature[node] < problem_columns
+            steps += int(inner.sum())
+            problem_steps += int((inner & tests_problem).sum())
+            together &= (node == node[0]).all(axis=0) & inner[0] & tests_problem[0]
+            shared_steps += int(together.sum()) * (len(x) - 1)
+            value = x[np.arange(len(x))[:, None], feature[node]]
+            node = np.where(inner, left[node] + (value >= threshold[node]), node)
+        reached_at += np.bincount(np.where(leaf[node], at_leaf, depth).ravel(), minlength=depth + 1)
+    share = reached_at / reached_at.sum()
+    print(f"anatomy: leaves reached at mean depth {np.dot(np.arange(depth + 1), share):.2f} of {depth} "
+          f"({share[depth]:.0%} at {depth}); of the inner steps {problem_steps / steps:.1%} test a problem feature, "
+          f"{shared_steps / steps:.1%} could be taken once for all of a query's rows")  # fmt: skip
 
 
 def cold_and_hot(rows: list[np.ndarray], arrays: tuple[Any, ...], rounds: int) -> None:
@@ -262,6 +295,7 @@ def main() -> None:
     }
     rows = shortlist_rows(predictor, args.shapes, args.width, args.seed)
     assert not any(np.isnan(x).any() for x in rows)
+    anatomy(rows[:400], shipped, len(PROBLEM_FEATURES))
     cold_and_hot(rows, shipped, args.rounds)
     for name, (walk, arrays) in variants.items():
         assert all((walk(x, *arrays) == kernels.walk_trees(x, *shipped)).all() for x in rows), name
