@@ -64,7 +64,7 @@ from .dispatch import DispatchRule
 from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
 from .ood import FlagRule, OODChecker, OODReason, OODVerdict
 from .querylog import QUERY_LOG_ENV, QueryLog
-from .scoring import CandidateSet, GroupScorer
+from .scoring import SMALL_HEAD, CandidateSet, GroupScorer, merge_best_two
 from .shortlist import EXTEND_FROM, GridSpec, ShortlistTable, space_digest
 from .trees import TreeEnsemble
 
@@ -202,6 +202,22 @@ class _Group:
                 return found, cut, extended
             # a shape clipped into an edge cell may find no feasible member there
         return self.scorer.best_two(problem, self.scorer.everything), None, False
+
+    def best(self, problem: Problem) -> tuple[int, float, float | None] | None:
+        """What :meth:`choose` answers. With the compiled path, the head goes to the kernel straight from the list
+        (no candidate set, no cache of cuts: most new shapes' lists are new to it), and the rest of the list is
+        scored, as :meth:`GroupScorer.best_two_extending` does, only when the head's answer calls for it."""
+        if self.shortlist is None or self.width is None or self.scorer.compiled is None:
+            return self.choose(problem)[0]
+        parts = self.shortlist.cut(self.shortlist.list_id(problem), self.width, self.extend_from)
+        found, count = self.scorer.compiled_best_two(problem, parts.head)
+        if found is None:  # no feasible member: choose scores every candidate
+            return self.choose(problem)[0]
+        if not len(parts.tail) or (count >= SMALL_HEAD and not (len(parts.late) and found[0] in parts.late.tolist())):
+            return found
+        cut = self.cut(problem)
+        assert cut is not None  # a shortlist gives a cut
+        return merge_best_two(found, self.scorer.best_two(problem, cut.tail()))
 
     def answered_from(self, problem: Problem) -> CandidateSet:
         """The candidates :meth:`choose` took its answer from."""
@@ -430,7 +446,7 @@ class Predictor:
         if measured is not None:
             return measured
         group = self._group(problem.dtype, problem.layout)
-        found, _, _ = group.choose(problem)  # ties: the first in space order
+        found = group.best(problem)  # ties: the first in space order
         if found is None:
             raise ValueError(f"{problem.key}: no configuration of the candidate space is feasible")
         best, best_us, second_us = found

@@ -183,21 +183,29 @@ class GroupScorer:
     ) -> tuple[tuple[int, float, float | None] | None, int]:
         """:meth:`best_two` and how many members of ``candidates`` were feasible."""
         if self.compiled is not None:
-            roofline = _LOG2_ROOFLINE if self.target == "log_time_over_roofline" else -1
-            if self.compiled_level is not None:
-                found = self.compiled.best_two_level(problem, candidates.indices, roofline, self.compiled_level)
-            else:
-                found = self.compiled.best_two(problem, candidates.indices, roofline)
-            index, best_us, second_us, count = found
-            if count == 0:
-                return None, 0
-            return (int(index), float(best_us), (float(second_us) if count > 1 else None)), int(count)
+            return self.compiled_best_two(problem, candidates.indices)
         indices, times = self.times_us(problem, candidates)
         if not len(indices):
             return None, 0
         best = int(np.argmin(times))
         second = float(np.partition(times, 1)[1]) if len(times) > 1 else None
         return (int(indices[best]), float(times[best]), second), len(indices)
+
+    def compiled_best_two(
+        self, problem: Problem, members: NDArray[np.intp]
+    ) -> tuple[tuple[int, float, float | None] | None, int]:
+        """:meth:`_best_two_counted` of the space indices ``members`` (ascending), by the compiled path's one kernel
+        call, without a candidate set (:attr:`compiled` must be set)."""
+        assert self.compiled is not None
+        roofline = _LOG2_ROOFLINE if self.target == "log_time_over_roofline" else -1
+        if self.compiled_level is not None:
+            found = self.compiled.best_two_level(problem, members, roofline, self.compiled_level)
+        else:
+            found = self.compiled.best_two(problem, members, roofline)
+        index, best_us, second_us, count = found
+        if count == 0:
+            return None, 0
+        return (int(index), float(best_us), (float(second_us) if count > 1 else None)), int(count)
 
     def best_two_extending(
         self,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tilecost
@@ -126,6 +127,24 @@ def test_a_late_best_has_the_rest_of_the_list_scored(artifact: Path) -> None:
     assert seen["extended"] and seen["kept"] and seen["small head"], seen
     with pytest.raises(ValueError, match="extend_from=-1 is not allowed"):
         Predictor.load(artifact, triton_version=None, extend_from=-1)
+
+
+@pytest.mark.parametrize(("width", "extend_from"), [(4, 1), (8, 8), (3, None), (None, 8)])
+def test_the_direct_road_answers_what_choose_answers(
+    artifact: Path, width: int | None, extend_from: int | None
+) -> None:
+    """``_Group.best`` (what ``predict_best`` asks: the head straight to the compiled kernel, the rest of the list
+    scored only when the head's answer calls for it) gives ``choose``'s answer to the bit, on shapes of every
+    kind: extended or not, small heads, empty heads, edge cells; and of groups without lists (the fixture has
+    bf16 nt's only), where it is ``choose`` itself."""
+    predictor = Predictor.load(artifact, triton_version=None, shortlist_width=width, extend_from=extend_from)
+    rng = np.random.default_rng(width or 0)
+    for dtype, layout, count in (("bf16", "nt", 200), ("bf16", "nn", 5), ("fp16", "nt", 5), ("fp8e4m3", "nt", 5)):
+        group = predictor._group(tilecost.DType(dtype), tilecost.Layout(layout))
+        for _ in range(count):
+            m, n, k = (int(round(2 ** rng.uniform(0, 17))) or 1 for _ in range(3))
+            problem = Problem(m, n, k, tilecost.DType(dtype), tilecost.Layout(layout))
+            assert group.best(problem) == group.choose(problem)[0], problem.key
 
 
 def test_repeated_queries_are_served_from_the_cache(predictor: Predictor) -> None:
