@@ -138,7 +138,8 @@ def parse_problem(shape: object, dtype: object = None, layout: object = None) ->
     return Problem(m, n, k, parsed_dtype or DType.parse(dtype), parsed_layout or Layout.parse(layout))
 
 
-# Candidate sets (a list's feature and integer columns, ~12 KB for 50 members) kept per group.
+# Candidate sets (a list's feature and integer columns, ~12 KB for 50 members) kept per group: for rank, the numpy
+# path, and the rest of a list that the compiled path's answer calls for (_Group.best).
 _SUBSETS_KEPT = 1024
 
 
