@@ -64,7 +64,7 @@ from .dispatch import DispatchRule
 from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
 from .ood import FlagRule, OODChecker, OODReason, OODVerdict
 from .querylog import QUERY_LOG_ENV, QueryLog
-from .scoring import SMALL_HEAD, CandidateSet, GroupScorer, merge_best_two
+from .scoring import CandidateSet, GroupScorer, calls_for_tail, merge_best_two
 from .shortlist import EXTEND_FROM, GridSpec, ShortlistTable, space_digest
 from .trees import TreeEnsemble
 
@@ -214,7 +214,7 @@ class _Group:
         found, count = self.scorer.compiled_best_two(problem, parts.head)
         if found is None:  # no feasible member: choose scores every candidate
             return self.choose(problem)[0]
-        if not len(parts.tail) or (count >= SMALL_HEAD and not (len(parts.late) and found[0] in parts.late.tolist())):
+        if not len(parts.tail) or not calls_for_tail(found, count, parts.late):
             return found
         cut = self.cut(problem)
         assert cut is not None  # a shortlist gives a cut

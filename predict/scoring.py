@@ -34,7 +34,15 @@ from tilecost.space import config_space
 from .feasibility import SpaceColumns, feasible_mask
 from .jit import CompiledShortlist, CompiledTrees
 
-__all__ = ["SMALL_HEAD", "CandidateSet", "GroupScorer", "Scorer", "merge_best_two", "times_from_target"]
+__all__ = [
+    "SMALL_HEAD",
+    "CandidateSet",
+    "GroupScorer",
+    "Scorer",
+    "calls_for_tail",
+    "merge_best_two",
+    "times_from_target",
+]
 
 # Problems featurised and scored together by top_configs: ~55,000 rows (~860 candidates each on the
 # H200 bf16 space; at most ~2,600), 20-60 MB of float64, large enough for xgboost's batch speed.
@@ -70,6 +78,13 @@ def merge_best_two(
     if (b[1], b[0]) < (a[1], a[0]):
         a, b = b, a
     return a[0], a[1], min(x for x in (a[2], b[1]) if x is not None)
+
+
+def calls_for_tail(found: tuple[int, float, float | None], count: int, late: NDArray[np.integer[Any]]) -> bool:
+    """Whether a list head's answer ``found`` (of ``count`` feasible members) has the rest of the list scored: its
+    best is one of the ``late`` members, or fewer than :data:`SMALL_HEAD` members were feasible
+    (:meth:`GroupScorer.best_two_extending`)."""
+    return count < SMALL_HEAD or (len(late) > 0 and found[0] in late.tolist())
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,9 +240,7 @@ class GroupScorer:
         small_heads.py``), 13 of 765 shapes were answered from such heads and 3 of those 13 agreed
         with scoring every candidate, against 569 of the other 752."""
         found, count = self._best_two_counted(problem, head)
-        if found is None or tail is None:
-            return found, False
-        if count >= SMALL_HEAD and (not len(late) or found[0] not in late.tolist()):
+        if found is None or tail is None or not calls_for_tail(found, count, late):
             return found, False
         return merge_best_two(found, self.best_two(problem, tail())), True
 
