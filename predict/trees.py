@@ -332,9 +332,10 @@ def _renumber_forest(trees: list[dict[str, Any]], num_features: int) -> _Forest 
         if not len(parents):
             break
         local = np.stack([lefts[parents], rights[parents]], axis=1).ravel()
-        if ((local < 0) | (local >= np.repeat(counts[tree_of[parents]], 2))).any():
+        owner = np.repeat(tree_of[parents], 2)  # each child's tree
+        if ((local < 0) | (local >= counts[owner])).any():
             return None
-        children = local + np.repeat(starts[tree_of[parents]], 2)
+        children = local + starts[owner]
         if seen[children].any() or _repeated(children).any():
             return None
         seen[children] = True
