@@ -38,7 +38,6 @@ from __future__ import annotations
 import enum
 import functools
 import importlib.metadata
-import io
 import json
 import math
 import numbers
@@ -66,6 +65,7 @@ from .ood import FlagRule, OODChecker, OODReason, OODVerdict
 from .querylog import QUERY_LOG_ENV, QueryLog
 from .scoring import CandidateSet, GroupScorer, calls_for_tail, merge_best_two
 from .shortlist import EXTEND_FROM, GridSpec, ShortlistTable, space_digest
+from .shortlist_archive import ShortlistArchive
 from .trees import TreeEnsemble
 
 __all__ = [
@@ -545,7 +545,7 @@ def _read_measured(blob: bytes | None) -> dict[str, Mapping[str, Any]]:
 
 def _read_shortlists(
     header: bytes | None, arrays: bytes | None
-) -> tuple[dict[str, Mapping[str, Any]], dict[str, ShortlistTable], tuple[FlagRule, ...]]:
+) -> tuple[dict[str, Mapping[str, Any]], Mapping[str, ShortlistTable], tuple[FlagRule, ...]]:
     if header is None:
         return {}, {}, ()
     try:
@@ -556,12 +556,10 @@ def _read_shortlists(
                 "(re-export the artifact)"
             )
         groups = described["groups"]
-        tables = {}
-        if arrays is not None:
-            with np.load(io.BytesIO(arrays), allow_pickle=False) as npz:
-                for name, spec in groups.items():
-                    grid = GridSpec.from_dict(spec["grid"])
-                    tables[name] = ShortlistTable(grid, npz[f"{name}.table"], npz[f"{name}.lists"])
+        tables: Mapping[str, ShortlistTable] = {}
+        if arrays is not None:  # each group's arrays are read on its first query (shortlist_archive.py)
+            grids = {name: GridSpec.from_dict(spec["grid"]) for name, spec in groups.items()}
+            tables = ShortlistArchive(arrays, grids, SHORTLISTS_FILE)
         rules = tuple(FlagRule.from_dict(rule) for rule in described.get("ood", {}).get("rules", ()))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{PREDICTOR_FILE} or {SHORTLISTS_FILE} is malformed: {exc!r}") from exc

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shutil
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tilecost import DType, Layout, OODReason, Predictor
@@ -152,3 +154,64 @@ def test_without_shortlists_every_candidate_is_scored(copy: Path) -> None:
     assert answer.config == predictor.rank((1000, 1000, 1000), 1, exhaustive=True, measured=False)[0].config
     with pytest.raises(ArtifactError, match="no dispatch rule"):
         predictor.dispatch_rule(DType.BF16, Layout.NT)
+
+
+def _npz_with(copy: Path, **changed: np.ndarray) -> bytes:
+    """The artifact's shortlists.npz with some arrays replaced (keys: ``"<group>.<part>"``, dots as ``__``)."""
+    with np.load(copy / "shortlists.npz", allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    arrays.update({key.replace("__", "."): value for key, value in changed.items()})
+    out = io.BytesIO()
+    np.savez_compressed(out, **arrays)  # type: ignore[arg-type]
+    return out.getvalue()
+
+
+def _groups(copy: Path) -> list[str]:
+    return sorted(json.loads((copy / "predictor.json").read_text())["groups"])
+
+
+def test_a_shortlist_table_of_the_wrong_shape_is_refused_at_load(copy: Path) -> None:
+    group = _groups(copy)[0]
+    with np.load(copy / "shortlists.npz") as npz:
+        table = npz[f"{group}.table"]
+    _resave(copy, files={"shortlists.npz": _npz_with(copy, **{f"{group}__table": table[:, :, :, :4]})})
+
+    with pytest.raises(ArtifactError, match=rf"{group}.table has shape .* the grid needs"):
+        Predictor.load(copy)
+
+
+def test_a_missing_group_array_is_refused_at_load(copy: Path) -> None:
+    group = _groups(copy)[-1]
+    with np.load(copy / "shortlists.npz") as npz:
+        arrays = {name: npz[name] for name in npz.files if name != f"{group}.lists"}
+    out = io.BytesIO()
+    np.savez_compressed(out, **arrays)  # type: ignore[arg-type]
+    _resave(copy, files={"shortlists.npz": out.getvalue()})
+
+    with pytest.raises(ArtifactError, match=rf"shortlists.npz has no {group}.lists array"):
+        Predictor.load(copy)
+
+
+def test_loading_reads_no_group_s_lists_and_a_query_reads_its_own_group_s() -> None:
+    """The shipped artifact (eight groups): lists are decoded when their group is first asked about."""
+    predictor = Predictor.load("h200")
+    archive = predictor._shortlists  # the artifact's shortlists.npz, a ShortlistArchive
+
+    assert len(archive) == 8 and archive.decoded == ()  # type: ignore[attr-defined]
+    predictor.predict_best((3000, 5000, 700), dtype="fp16", layout="nn", measured=False)
+    predictor.predict_best((3001, 5000, 700), dtype="fp16", layout="nn", measured=False)
+    assert archive.decoded == ("fp16-nn",)  # type: ignore[attr-defined]
+
+
+def test_lists_a_header_cannot_show_wrong_are_refused_at_their_group_s_first_query(copy: Path) -> None:
+    """A table pointing past the lists loads (its header is right) and is refused when the group is built."""
+    group = _groups(copy)[0]
+    with np.load(copy / "shortlists.npz") as npz:
+        table = npz[f"{group}.table"].copy()
+        table[0, 0, 0, 0] = len(npz[f"{group}.lists"])
+    _resave(copy, files={"shortlists.npz": _npz_with(copy, **{f"{group}__table": table})})
+    predictor = Predictor.load(copy)
+    dtype, layout = group.rsplit("-", 1)
+
+    with pytest.raises(ArtifactError, match="shortlist table refers to lists that do not exist"):
+        predictor.predict_best((3000, 5000, 700), dtype=dtype, layout=layout, measured=False)
