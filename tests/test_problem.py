@@ -129,6 +129,12 @@ def test_from_key_refuses_a_well_formed_key_with_invalid_values() -> None:
         Problem.from_key("16x16x0-bf16-nt")
 
 
+@pytest.mark.parametrize("key", [5, None, 4096.0, b"16x16x16-bf16-nt", ["16x16x16-bf16-nt"]])
+def test_from_key_refuses_a_key_that_is_not_a_str_naming_it_and_the_expected_form(key: object) -> None:
+    with pytest.raises(TypeError, match=re.escape(f"a str of the form MxNxK-dtype-layout, got {type(key).__name__}")):
+        Problem.from_key(key)  # type: ignore[arg-type]
+
+
 # --- flops and bytes ------------------------------------------------------------------------------
 
 

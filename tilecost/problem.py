@@ -135,7 +135,13 @@ class Problem:
 
     @classmethod
     def from_key(cls, key: str) -> Problem:
-        """Inverse of :attr:`key`."""
+        """Inverse of :attr:`key`. Anything but a ``str`` raises ``TypeError`` and a malformed key ``ValueError``,
+        each naming the key and the form ``MxNxK-dtype-layout``; a well-formed key of invalid values raises
+        ``ValueError`` naming the field (``dtype='bf17'``)."""
+        if not isinstance(key, str):
+            raise TypeError(
+                f"problem key must be a str of the form MxNxK-dtype-layout, got {type(key).__name__} {key!r}"
+            )
         try:
             dims, dtype, layout = key.rsplit("-", 2)
             m, n, k = (int(d) for d in dims.split("x"))
