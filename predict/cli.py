@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -31,10 +32,15 @@ def register(sub: Any) -> None:
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     from tilecost.errors import TilecostError
-    from tilecost.predict.predictor import Predictor
+    from tilecost.predict.predictor import Predictor, shipped_devices
 
     try:
-        predictor = Predictor.load(args.artifact or args.device)
+        if args.artifact is None and args.device not in shipped_devices():
+            raise ValueError(
+                f"--device {args.device!r} has no shipped model; use one of {shipped_devices()} "
+                "or --artifact DIR (an exported artifact directory)"
+            )
+        predictor = Predictor.load(Path(args.artifact) if args.artifact is not None else args.device)
         ranked = predictor.rank((args.m, args.n, args.k), args.top, dtype=args.dtype, layout=args.layout,
                                 exhaustive=args.exhaustive)  # fmt: skip
     except (TilecostError, ValueError, TypeError) as exc:
@@ -42,7 +48,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         return 2
     verdict = ranked[0].ood
     if args.json:
-        rows = [{"config": p.config.key, "time_us": p.time_us, "source": p.source.value} for p in ranked]
+        rows = [
+            {"config": p.config.key, "time_us": p.time_us, "source": p.source.value}
+            | ({"configs_measured": p.configs_measured, "measured_all": p.measured_all} if p.measured else {})
+            for p in ranked
+        ]
         distance = verdict.neighbour_distance_log2  # infinite with no training problem of the group: null
         ood = {"flagged": bool(verdict), "reasons": [r.value for r in verdict.reasons],
                "neighbour_distance_log2": distance if math.isfinite(distance) else None}  # fmt: skip
@@ -50,7 +60,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1, allow_nan=False))
     else:
         for place, p in enumerate(ranked, start=1):
-            print(f"{place:>3}  {p.config.key:<32} {p.time_us:>12.2f} us  {p.source.value}")
+            print(f"{place:>3}  {p.config.key:<32} {p.time_us:>12.2f} us  {p.source.value}{_coverage(p)}")
     flag = "in distribution" if not verdict else "OUT OF DISTRIBUTION: " + ", ".join(r.value for r in verdict.reasons)
     source = args.artifact or f"shipped {args.device} model"
     print(f"{ranked[0].problem.key}: {len(ranked)} configuration(s) from {source}; {flag}", file=sys.stderr)
@@ -60,3 +70,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         print("the first row was measured on the device and leads; the others are the model's predictions, "
               "ranked among themselves", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _coverage(p: Any) -> str:
+    """What a measured row is the best of: every feasible configuration, or a sample of them."""
+    if not p.measured or p.configs_measured is None:
+        return ""
+    return f" (best of {'all ' if p.measured_all else ''}{p.configs_measured} timed)"

@@ -17,6 +17,9 @@ way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instea
 * ``UNSEEN_DTYPE``, ``UNSEEN_LAYOUT``: no training problem had that dtype or layout;
 * ``DEVICE_MISMATCH``, ``TRITON_VERSION_MISMATCH``: the predictor was asked about another device
   class, or runs next to another Triton release, than the artifact's measurements came from;
+* ``OPERAND_TOO_LARGE``: A, B or C holds more than :data:`~tilecost.space.MAX_OPERAND_ELEMENTS`
+  (2**31 - 1) elements, which tilecost's kernels (int32 offsets) refuse to run: the answer is what the
+  model would pick for a kernel that could, never measured;
 * ``MODEL_UNCERTAIN``: a model-side rule (:class:`FlagRule`) fired. A rule compares one *signal* of
   the answer with a threshold; the signals (:data:`SIGNALS`) are computed from the scores the
   predictor has already made (no extra model evaluation):
@@ -60,6 +63,7 @@ from numpy.typing import NDArray
 
 from tilecost.errors import ArtifactError
 from tilecost.problem import DType, Layout, Problem
+from tilecost.space import MAX_OPERAND_ELEMENTS
 
 __all__ = [
     "DEFAULT_NEIGHBOURS",
@@ -99,6 +103,7 @@ class OODReason(enum.Enum):
     DEVICE_MISMATCH = "device_mismatch"
     TRITON_VERSION_MISMATCH = "triton_version_mismatch"
     MODEL_UNCERTAIN = "model_uncertain"
+    OPERAND_TOO_LARGE = "operand_too_large"
 
 
 SIGNALS = ("log2_predicted_us", "log2_top2_gap", "log2_flop_per_byte", "neighbour_distance_log2")
@@ -314,6 +319,9 @@ class OODChecker:
             distance = _kth_distance(points, np.array((q0, q1, q2)), self.neighbours)
         if distance > self.sparse_distance_log2:
             reasons = (*reasons, OODReason.SPARSE_NEIGHBOURHOOD)
+        m, n, k = problem.m, problem.n, problem.k
+        if m * k > MAX_OPERAND_ELEMENTS or k * n > MAX_OPERAND_ELEMENTS or m * n > MAX_OPERAND_ELEMENTS:
+            reasons = (*reasons, OODReason.OPERAND_TOO_LARGE)
         if len(reasons) > 1:
             reasons = tuple(sorted(set(reasons), key=_REASON_ORDER.index))
         return OODVerdict(reasons, distance)

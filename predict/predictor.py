@@ -100,6 +100,10 @@ class Prediction:
     time_us: float
     source: Source
     ood: OODVerdict
+    # A measured answer is the best of the configurations the dataset timed for the problem: how many
+    # (``configs_measured``) and whether they were all its feasible ones (``measured_all``). None for the model's.
+    configs_measured: int | None = None
+    measured_all: bool | None = None
 
     @property
     def measured(self) -> bool:
@@ -131,11 +135,16 @@ def parse_problem(shape: object, dtype: object = None, layout: object = None) ->
     if not isinstance(shape, (tuple, list)) or len(shape) != 3:
         raise TypeError(f"shape must be an (m, n, k) tuple of ints or a tilecost.Problem, got {shape!r}")
     m, n, k = shape  # checked by Problem (tilecost.problem.parse_dim), field by field
+    parsed_dtype = _lookup(_DTYPES, dtype) or DType.parse(dtype)
+    return Problem(m, n, k, parsed_dtype, _lookup(_LAYOUTS, layout) or Layout.parse(layout))
+
+
+def _lookup(table: Mapping[object, Any], value: object) -> Any:
+    """``table.get(value)``, None for an unhashable value (which the enum's parse then refuses, naming its field)."""
     try:
-        parsed_dtype, parsed_layout = _DTYPES.get(dtype), _LAYOUTS.get(layout)
-    except TypeError:  # unhashable
-        parsed_dtype = parsed_layout = None
-    return Problem(m, n, k, parsed_dtype or DType.parse(dtype), parsed_layout or Layout.parse(layout))
+        return table.get(value)
+    except TypeError:
+        return None
 
 
 # Candidate sets (a list's feature and integer columns, ~12 KB for 50 members) kept per group: for rank, the numpy
@@ -294,6 +303,7 @@ class Predictor:
         ``None`` when unknown). A mismatch of either flags every verdict, or with ``strict=True``
         raises :class:`~tilecost.errors.ArtifactError`, as do corrupted or mismatched artifacts.
         """
+        _check_load_options(shortlist_width, extend_from, cache_size, query_log)
         directory = _artifact_directory(source)
         metadata, blobs = load_artifact(directory, FEATURE_NAMES, FEATURE_SCHEMA_VERSION)
         ensemble = TreeEnsemble.from_model(blobs[metadata.model_file], tuple(metadata.feature_names))
@@ -320,11 +330,6 @@ class Predictor:
         measured = _read_measured(blobs.get(MEASURED_FILE))
         groups, shortlists, rules = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
         ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules).with_compiled_distance()
-        if shortlist_width is not None and (isinstance(shortlist_width, bool) or shortlist_width < 1):
-            raise ValueError(f"shortlist_width={shortlist_width!r} is not allowed; use an int >= 1 or None")
-        if extend_from is not None and (not isinstance(extend_from, int) or isinstance(extend_from, bool)
-                                        or extend_from < 0):  # fmt: skip
-            raise ValueError(f"extend_from={extend_from!r} is not allowed; use an int >= 0 or None")
         return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,
                    shortlist_width=shortlist_width, extend_from=extend_from, query_log=query_log,
                    level=level)  # fmt: skip
@@ -366,7 +371,7 @@ class Predictor:
 
         ``measured=False`` answers from the model even where the artifact measured the problem.
         """
-        key = (shape, dtype, layout, measured) if _cacheable(shape, dtype, layout) else None
+        key = (shape, dtype, layout, measured) if type(measured) is bool and _cacheable(shape, dtype, layout) else None
         if key is not None:
             hit = self._cache.get(key)
             if hit is not None:
@@ -376,9 +381,10 @@ class Predictor:
                     pass
                 return hit
         problem = parse_problem(shape, dtype, layout)
+        _check_measured(measured)
         answer = self._cache.get((problem, measured))
         if answer is None:
-            answer = self._answer(problem, bool(measured))
+            answer = self._answer(problem, measured)
             self._remember((problem, measured), answer)
         if key is not None:
             self._remember(key, answer)
@@ -403,6 +409,9 @@ class Predictor:
         """
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"k={k!r} is not allowed; use an int >= 1")
+        if not isinstance(exhaustive, bool):
+            raise TypeError(f"exhaustive={exhaustive!r} is not allowed; use True or False")
+        _check_measured(measured)
         problem = parse_problem(shape, dtype, layout)
         group = self._group(problem.dtype, problem.layout)
         candidates = group.scorer.everything if exhaustive else group.answered_from(problem)
@@ -458,12 +467,15 @@ class Predictor:
         return answer
 
     def _measured(self, problem: Problem, verdict: OODVerdict) -> Prediction | None:
+        """The artifact's measured best of ``problem``, unless the predictor answers for another device or Triton
+        release than the one that measured it (a measurement is keyed by both: then the model answers, flagged)."""
         entry = self.measured.get(problem.key)
-        if entry is None:
+        if entry is None or self.ood.static_reasons:
             return None
         return Prediction(
-            problem, TileConfig.from_key(entry["config_id"]), float(entry["time_us"]), Source.MEASURED, verdict
-        )
+            problem, TileConfig.from_key(entry["config_id"]), float(entry["time_us"]), Source.MEASURED, verdict,
+            configs_measured=entry.get("configs_measured"), measured_all=entry.get("complete"),
+        )  # fmt: skip
 
     def _remember(self, key: Any, answer: Prediction) -> None:
         with self._lock:
@@ -488,14 +500,37 @@ def _cacheable(shape: object, dtype: object, layout: object) -> bool:
 
 
 def _artifact_directory(source: str | Path) -> Path:
-    if isinstance(source, Path) or (isinstance(source, str) and ("/" in source or Path(source).is_dir())):
-        return Path(source)
-    if not isinstance(source, str):
+    """A ``Path`` is a directory; a string is a shipped device class when one has that name (so a folder named
+    ``h200`` in the working directory never stands in for the shipped model: pass ``Path("h200")`` or
+    ``"./h200"`` for it), else a directory when it looks like a path or names one."""
+    if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source must be a device class or an artifact directory, got {type(source).__name__}")
     shipped = shipped_devices()
-    if source not in shipped:
+    if isinstance(source, str) and source in shipped:
+        return Path(str(resources.files("tilecost") / "models" / source))
+    if isinstance(source, str) and os.sep not in source and "/" not in source and not Path(source).is_dir():
         raise ValueError(f"device={source!r} has no shipped model; use one of {shipped} or Predictor.load(directory)")
-    return Path(str(resources.files("tilecost") / "models" / source))
+    directory = Path(source)
+    if not directory.is_dir():
+        raise ArtifactError(f"{directory}: no such artifact directory")
+    return directory
+
+
+def _check_load_options(shortlist_width: object, extend_from: object, cache_size: object, query_log: object) -> None:
+    """:meth:`Predictor.load`'s keyword arguments, refused at load rather than at the first query."""
+    if shortlist_width is not None and (type(shortlist_width) is not int or shortlist_width < 1):
+        raise ValueError(f"shortlist_width={shortlist_width!r} is not allowed; use an int >= 1 or None")
+    if extend_from is not None and (type(extend_from) is not int or extend_from < 0):
+        raise ValueError(f"extend_from={extend_from!r} is not allowed; use an int >= 0 or None")
+    if type(cache_size) is not int or cache_size < 0:
+        raise ValueError(f"cache_size={cache_size!r} is not allowed; use an int >= 0 (0: no cache)")
+    if query_log is not None and not isinstance(query_log, (str, os.PathLike, QueryLog)):
+        raise TypeError(f"query_log={query_log!r} is not allowed; use a path, a QueryLog or None")
+
+
+def _check_measured(measured: object) -> None:
+    if type(measured) is not bool:
+        raise TypeError(f"measured={measured!r} is not allowed; use True or False")
 
 
 def shipped_devices() -> list[str]:
@@ -561,7 +596,7 @@ def _read_shortlists(
             grids = {name: GridSpec.from_dict(spec["grid"]) for name, spec in groups.items()}
             tables = ShortlistArchive(arrays, grids, SHORTLISTS_FILE)
         rules = tuple(FlagRule.from_dict(rule) for rule in described.get("ood", {}).get("rules", ()))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{PREDICTOR_FILE} or {SHORTLISTS_FILE} is malformed: {exc!r}") from exc
     return groups, tables, rules
 

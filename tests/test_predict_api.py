@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import tilecost
-from tilecost import KernelVariant, OODVerdict, Prediction, Predictor, Problem, Source, TileConfig
+from tilecost import KernelVariant, OODReason, OODVerdict, Prediction, Predictor, Problem, Source, TileConfig
+from tilecost.errors import ArtifactError
 from tilecost.predict import predictor as predictor_module
 from tilecost.predict.scoring import SMALL_HEAD
 
@@ -223,3 +224,43 @@ def test_importing_and_predicting_pulls_in_no_heavy_module(artifact: Path) -> No
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert result.stdout.strip() == "[]"
+
+
+def test_a_folder_named_like_a_device_class_does_not_stand_in_for_the_shipped_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, artifact: Path
+) -> None:
+    (tmp_path / "h200").mkdir()  # an empty folder where the working directory is
+    monkeypatch.chdir(tmp_path)
+
+    assert predictor_module._artifact_directory("h200") != Path("h200")
+    assert predictor_module._artifact_directory("h200").joinpath("metadata.json").is_file()
+    with pytest.raises(ArtifactError, match="no metadata.json"):  # the folder, asked for as a folder
+        Predictor.load(Path("h200"))
+    with pytest.raises(ArtifactError, match="no metadata.json"):
+        Predictor.load("./h200")
+    with pytest.raises(ArtifactError, match="nowhere: no such artifact directory"):
+        Predictor.load(Path("nowhere"))
+
+
+def test_measured_answers_say_what_they_are_the_best_of(predictor: Predictor, dataset: Dataset) -> None:
+    problem = dataset.problems("train")[0]
+    entry = predictor.measured[problem.key]
+
+    answer = predictor.predict_best(problem)
+
+    assert answer.configs_measured == entry["configs_measured"] == len(dataset.times(problem))
+    assert answer.measured_all is entry["complete"]
+    model = predictor.predict_best(problem, measured=False)
+    assert model.configs_measured is None and model.measured_all is None
+
+
+def test_another_device_or_triton_is_answered_by_the_model_not_by_measurements(
+    artifact: Path, dataset: Dataset
+) -> None:
+    problem = dataset.problems("train")[0]
+
+    other_triton = Predictor.load(artifact, triton_version="9.9.9").predict_best(problem)
+    same = Predictor.load(artifact, triton_version=None).predict_best(problem)
+
+    assert same.source is Source.MEASURED
+    assert other_triton.source is Source.MODEL and OODReason.TRITON_VERSION_MISMATCH in other_triton.ood.reasons

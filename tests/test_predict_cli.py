@@ -38,8 +38,10 @@ def test_a_measured_first_row_is_said_to_lead_the_model_rows(
     )
 
     out, err = capsys.readouterr()
-    sources = [row.split()[-1] for row in out.strip().splitlines()]
+    rows = out.strip().splitlines()
+    sources = [row.split()[4] for row in rows]  # place, config, time, "us", source
     assert sources == ["measured", "model", "model"]
+    assert rows[0].endswith(" timed)") and "(best of " in rows[0]  # what the measured best is the best of
     assert "the first row was measured on the device and leads" in err
 
     assert main(["predict", "1000", "1000", "8000", "--artifact", str(artifact), "--top", "3"]) == 0
@@ -59,7 +61,7 @@ def test_json_output_carries_the_verdict(artifact: Path, capsys: pytest.CaptureF
     [
         (["0", "8", "8"], "m=0 is out of range"),
         (["8", "8", "8", "--dtype", "int8"], "dtype='int8' is not allowed"),
-        (["8", "8", "8", "--device", "b200"], "device='b200' has no shipped model"),
+        (["8", "8", "8", "--device", "b200"], "--device 'b200' has no shipped model; use one of ['h200']"),
     ],
 )
 def test_bad_input_exits_2_with_the_message(

@@ -118,3 +118,53 @@ def test_rank_k_must_be_a_positive_int(predictor: Predictor) -> None:
     for k in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match=r"k=.* is not allowed; use an int >= 1"):
             predictor.rank((8, 8, 8), k=k)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["dtype", "layout"])
+@pytest.mark.parametrize("bad", [[], {}, {"bf16"}])
+def test_an_unhashable_dtype_or_layout_is_named_as_itself(field: str, bad: object) -> None:
+    other = "layout" if field == "dtype" else "dtype"
+
+    with pytest.raises(ValueError, match=rf"^{field}=.* is not allowed") as caught:
+        parse_problem((8, 8, 8), **{field: bad})
+    assert f"{other}=" not in str(caught.value)
+
+
+@pytest.mark.parametrize("measured", ["no", 0, 1, None, 1.0])
+def test_measured_must_be_a_bool(predictor: Predictor, measured: object) -> None:
+    predictor.predict_best((77, 88, 99), measured=True)  # a cached answer must not let a non-bool through
+
+    with pytest.raises(TypeError, match=rf"measured={measured!r} is not allowed; use True or False"):
+        predictor.predict_best((77, 88, 99), measured=measured)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="measured=.* is not allowed"):
+        predictor.rank((77, 88, 99), 2, measured=measured)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="exhaustive=.* is not allowed"):
+        predictor.rank((77, 88, 99), 2, exhaustive=measured)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error", "message"),
+    [
+        ("shortlist_width", 2.5, ValueError, r"shortlist_width=2.5 is not allowed; use an int >= 1 or None"),
+        ("shortlist_width", "8", ValueError, r"shortlist_width='8' is not allowed"),
+        ("shortlist_width", 0, ValueError, r"shortlist_width=0 is not allowed"),
+        ("shortlist_width", True, ValueError, r"shortlist_width=True is not allowed"),
+        ("extend_from", -1, ValueError, r"extend_from=-1 is not allowed; use an int >= 0 or None"),
+        ("cache_size", "x", ValueError, r"cache_size='x' is not allowed; use an int >= 0"),
+        ("cache_size", -1, ValueError, r"cache_size=-1 is not allowed"),
+        ("query_log", 5, TypeError, r"query_log=5 is not allowed; use a path, a QueryLog or None"),
+    ],
+)
+def test_load_options_are_checked_at_load(
+    artifact: Path, option: str, value: object, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        Predictor.load(artifact, **{option: value})  # type: ignore[arg-type]
+
+
+def test_no_cache_still_answers(artifact: Path) -> None:
+    uncached = Predictor.load(artifact, cache_size=0)
+
+    first = uncached.predict_best((300, 400, 500))
+
+    assert uncached.predict_best((300, 400, 500)) == first and uncached.predict_best((300, 400, 500)) is not first

@@ -44,6 +44,40 @@ def test_far_away_shapes_are_always_flagged(predictor: Predictor, shape: tuple[i
     assert (OODReason.SPARSE_NEIGHBOURHOOD in verdict.reasons) == far
 
 
+LIMIT = 2**31 - 1  # elements of one operand the kernels can index (int32 offsets)
+
+
+@pytest.mark.parametrize(
+    ("shape", "too_large"),
+    [
+        ((46340, 46340, 1024), False),  # C: 46340² = 2,147,395,600 elements
+        ((46341, 46341, 1024), True),  # C: 46341² = 2,147,488,281
+        ((1, 2**31 - 1, 1), False),  # B: 2**31 - 1 elements exactly
+        ((2, 2**30, 2), True),  # B: 2**31
+        ((65536, 65536, 65536), True),
+        ((4096, 4096, 4096), False),
+    ],
+)
+def test_an_operand_the_kernels_cannot_index_is_a_reason(
+    predictor: Predictor, shape: tuple[int, int, int], too_large: bool
+) -> None:
+    m, n, k = shape
+    assert (max(m * k, k * n, m * n) > LIMIT) is too_large
+
+    verdict = predictor.predict_best(shape).ood
+
+    assert (OODReason.OPERAND_TOO_LARGE in verdict.reasons) is too_large
+    if too_large:
+        assert verdict
+
+
+def test_the_operand_limit_is_the_launcher_s() -> None:
+    from tilecost.collect import launch
+    from tilecost.space import MAX_OPERAND_ELEMENTS
+
+    assert MAX_OPERAND_ELEMENTS == launch._MAX_ELEMENTS == LIMIT
+
+
 def test_a_training_problem_is_in_distribution(predictor: Predictor, dataset: Dataset) -> None:
     problem = dataset.problems("train")[3]
 

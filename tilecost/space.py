@@ -37,6 +37,7 @@ __all__ = [
     "NUM_STAGES",
     "NUM_WARPS",
     "SPLIT_K",
+    "MAX_OPERAND_ELEMENTS",
     "accumulators_per_thread",
     "config_space",
     "hardware_infeasibility",
@@ -65,6 +66,10 @@ MIN_ACC_PER_THREAD = 8
 # blocks of all, so splitting it is dominated by splitting a smaller tile of the same problem.
 MAX_SPLIT_TILE = 128
 SPLIT_K_MAX_WAVES = 2
+# The kernels address operands with int32 offsets: A (M×K), B (K×N) and C (M×N) must each hold at most this
+# many elements, or collect/launch.py refuses the problem whatever its configuration (the split-K workspace
+# stays below it: split-K needs a grid under SPLIT_K_MAX_WAVES waves of 256×256 tiles at most, times 16).
+MAX_OPERAND_ELEMENTS = 2**31 - 1
 # Registers a thread needs besides the accumulator (addresses, loop state, operand fragments),
 # used only to check that one block fits an SM's register file.
 _OTHER_REGISTERS = 40
