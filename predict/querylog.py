@@ -56,6 +56,7 @@ class QueryLog:
         self.path = Path(path)
         self.max_entries = max_entries
         self.errors = 0  # I/O errors swallowed by record()
+        self.skipped = 0  # unreadable lines the last flagged() skipped
         self._lines: int | None = None  # lines in the file, counted on the first record()
         self._lock = threading.Lock()
 
@@ -90,17 +91,22 @@ class QueryLog:
         return True
 
     def flagged(self) -> list[Problem]:
-        """The distinct problems of the log, the most recently flagged first ([] without a log)."""
-        seen: dict[str, None] = {}
+        """The distinct problems of the log, the most recently flagged first ([] without a log).
+
+        A line that is not a JSON object whose ``"problem"`` is a valid problem key (a torn or foreign line,
+        ``{"problem": null}``, a list, a number) is skipped and counted in :attr:`skipped`."""
+        seen: dict[Problem, None] = {}
+        skipped = 0
         for line in reversed(self._read_lines()):
             try:
-                key = json.loads(line)["problem"]
-                if key not in seen:
-                    Problem.from_key(key)  # skip a line whose key does not parse
-                    seen[key] = None
-            except (ValueError, KeyError, TypeError):
-                continue
-        return [Problem.from_key(key) for key in seen]
+                entry = json.loads(line)
+                seen.setdefault(Problem.from_key(entry["problem"]), None)
+            except (ValueError, KeyError, TypeError, RecursionError):
+                # ValueError: not JSON or a malformed key; KeyError: no "problem"; TypeError: a list, string, number
+                # or null instead of an object, or a key that is not a str; RecursionError: nested past json's limit
+                skipped += 1
+        self.skipped = skipped
+        return list(seen)
 
     def _read_lines(self) -> list[str]:
         try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tilecost import OODReason, OODVerdict, Predictor, Problem
+from tilecost import DType, Layout, OODReason, OODVerdict, Predictor, Problem
 from tilecost.predict import QueryLog
 
 from . import test_predict_fixture as fixtures
@@ -96,3 +96,30 @@ def test_the_environment_variable_enables_the_log(
     assert isinstance(predictor.query_log, QueryLog)
     assert QueryLog(tmp_path / "env.jsonl").flagged() == [Problem(65536, 65536, 65536)]
     assert Predictor.load(artifact, triton_version=None).query_log is None
+
+
+def test_flagged_skips_and_counts_every_malformed_line(tmp_path: Path) -> None:
+    """A log another tool or a torn write left malformed: the good lines are read, every other one skipped."""
+    path = tmp_path / "q.jsonl"
+    good = [
+        json.dumps({"problem": key, "reasons": ["sparse_neighbourhood"]}) for key in ("1x2x3-bf16-nt", "4x5x6-fp16-nn")
+    ]
+    bad = [
+        '{"problem": 5}',
+        '{"problem": null}',
+        '{"problem": ["1x2x3-bf16-nt"]}',
+        '{"problem": {"m": 1}}',
+        '{"problem": "1x2x3-bf16-tn"}',  # an unknown layout
+        '["1x2x3-bf16-nt"]',
+        '"1x2x3-bf16-nt"',
+        "42",
+        "null",
+        '{"problem": "7x8x9-bf16-nt"',  # torn
+        "[" * 100_000,  # deeper than the json module recurses
+    ]
+    path.write_bytes("\n".join([good[0], *bad[:6], good[1], *bad[6:]]).encode() + b"\n\xff\xfe not utf-8\n")
+    log = QueryLog(path)
+
+    assert log.flagged() == [Problem(4, 5, 6, DType.FP16, Layout.NN), Problem(1, 2, 3)]
+    assert log.skipped == len(bad) + 1
+    assert log.record(Problem(1, 2, 3), FLAGGED) and log.flagged()[0] == Problem(1, 2, 3)
