@@ -188,7 +188,7 @@ def _calibration_row(
     """A held-out problem's signals as the predictor computes them (its list's first ``width``
     members scored, the rest when their best sits late: :meth:`ShortlistTable.cut`), and whether the
     distance or range rules flag it already."""
-    cut = table.cut(table.list_id(problem), width)
+    _, cut = table.problem_cut(problem, width)
     tail = (lambda: group.subset(np.sort(cut.tail))) if len(cut.tail) else None
     found, _ = group.best_two_extending(problem, group.subset(cut.head), cut.late, tail)
     if found is None:

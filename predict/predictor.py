@@ -182,17 +182,16 @@ class _Group:
     shortlist: ShortlistTable | None
     width: int | None  # members of a list scored first (None: all)
     extend_from: int | None  # a head best at this list position or later has the rest of the list scored
-    subsets: OrderedDict[int, _Cut]
+    subsets: OrderedDict[int | tuple[int, int], _Cut]
     lock: threading.Lock
 
     def cut(self, problem: Problem) -> _Cut | None:
         """The problem's list as candidate sets (None without shortlists: every candidate is scored)."""
         if self.shortlist is None:
             return None
-        list_id = self.shortlist.list_id(problem)
+        list_id, parts = self.shortlist.problem_cut(problem, self.width, self.extend_from)
         cut = self.subsets.get(list_id)
         if cut is None:
-            parts = self.shortlist.cut(list_id, self.width, self.extend_from)
             cut = _Cut(self.scorer, self.scorer.subset(parts.head), parts.late, parts.tail)
             with self.lock:
                 self.subsets[list_id] = cut
@@ -219,7 +218,7 @@ class _Group:
         scored, as :meth:`GroupScorer.best_two_extending` does, only when the head's answer calls for it."""
         if self.shortlist is None or self.width is None or self.scorer.compiled is None:
             return self.choose(problem)[0]
-        parts = self.shortlist.cut(self.shortlist.list_id(problem), self.width, self.extend_from)
+        _, parts = self.shortlist.problem_cut(problem, self.width, self.extend_from)
         found, count = self.scorer.compiled_best_two(problem, parts.head)
         if found is None:  # no feasible member: choose scores every candidate
             return self.choose(problem)[0]

@@ -48,6 +48,7 @@ from numpy.typing import NDArray
 from tilecost.config import TileConfig
 from tilecost.errors import ArtifactError
 from tilecost.problem import MAX_DIM, Problem
+from tilecost.space import tma_aligned
 
 __all__ = [
     "EXTEND_FROM",
@@ -186,12 +187,47 @@ class ShortlistTable:
 
     def list_id(self, problem: Problem) -> int:
         """The list of the problem's cell (the nearest cell outside the grid) and alignment variant."""
+        i, j, c = self._cell(problem)
+        return int(self.table[i, j, c, _variant(problem.m, problem.n, problem.k)])
+
+    def _cell(self, problem: Problem) -> tuple[int, int, int]:
+        """The problem's grid cell, the nearest one for a problem outside the grid."""
         spec = self.spec
         cells = []
         for extent, origin, size in zip((problem.m, problem.n, problem.k), spec.origin_log2, spec.shape, strict=True):
             index = math.floor((math.log2(extent) - origin) / spec.step_log2)
             cells.append(0 if index < 0 else size - 1 if index >= size else index)
-        return int(self.table[cells[0], cells[1], cells[2], _variant(problem.m, problem.n, problem.k)])
+        return cells[0], cells[1], cells[2]
+
+    def stride_list_id(self, problem: Problem) -> int | None:
+        """The list of the variant with N and K counted as aligned, for a problem whose row strides suit tensor
+        descriptors (every one a multiple of 16 bytes) while N or K is not a multiple of 16 (N = 3000, K = 1000 in
+        bf16); None for any other problem.
+
+        Why: sample extents off multiples of 16 take a residue 1..15 at the export, so in a ragged variant's samples
+        ``tma`` configurations are feasible for 1 of 15 ragged extents (1 of 225 with N and K both ragged), and those
+        lists hold pointer configurations almost only. On 300 random such shapes the shipped lists gave the full
+        model's own best 38 times at width 8, its predicted time of the answer 1.154× its best's (geometric mean);
+        adding the aligned variant's head, 123 and 1.049 (``benchmarks/experiments/stride_aligned_lists.py``,
+        BENCHMARKS §5, twenty-fourth session)."""
+        if (problem.n % 16 == 0 and problem.k % 16 == 0) or not tma_aligned(problem):
+            return None
+        i, j, c = self._cell(problem)
+        return int(self.table[i, j, c, _variant(problem.m, 16, 16)])
+
+    def problem_cut(
+        self, problem: Problem, width: int | None, extend_from: int | None = EXTEND_FROM
+    ) -> tuple[int | tuple[int, int], ListCut]:
+        """The cut a problem is scored from, and a key for it: its list's (:meth:`cut`); for a problem
+        :meth:`stride_list_id` names another list, that list's cut with the problem's own list's head added to
+        its head (its late members and tail are the stride list's)."""
+        own = self.list_id(problem)
+        strided = self.stride_list_id(problem)
+        if strided is None or strided == own:
+            return own, self.cut(own, width, extend_from)
+        parts = self.cut(strided, width, extend_from)
+        head = np.union1d(parts.head, self.cut(own, width, None).head).astype(np.intp)
+        return (strided, own), ListCut(head, parts.late, parts.tail)
 
     def members(self, list_id: int, width: int | None = None) -> NDArray[np.intp]:
         """Space indices of the first ``width`` members of one list (all by default), ascending."""

@@ -57,9 +57,9 @@ def test_the_answer_is_a_candidate_and_the_best_of_its_ranking(predictor: Predic
 def test_the_answer_is_the_best_of_the_first_members_of_the_shape_list(artifact: Path) -> None:
     narrow = Predictor.load(artifact, triton_version=None, shortlist_width=3, extend_from=None)
     wide = Predictor.load(artifact, triton_version=None, extend_from=None)
-    problem = Problem(300, 5000, 4096)
+    problem = Problem(300, 5008, 4096)  # no stride list (N and K multiples of 16): its own list alone
     group = narrow._group(problem.dtype, problem.layout)
-    assert group.shortlist is not None and group.width == 3
+    assert group.shortlist is not None and group.width == 3 and group.shortlist.stride_list_id(problem) is None
     default = json.loads((artifact / "predictor.json").read_text())["groups"]["bf16-nt"]["validation"]
     assert wide._group(problem.dtype, problem.layout).width == default["default_width"]
     list_id = group.shortlist.list_id(problem)
@@ -142,8 +142,10 @@ def test_the_direct_road_answers_what_choose_answers(
     rng = np.random.default_rng(width or 0)
     for dtype, layout, count in (("bf16", "nt", 200), ("bf16", "nn", 5), ("fp16", "nt", 5), ("fp8e4m3", "nt", 5)):
         group = predictor._group(tilecost.DType(dtype), tilecost.Layout(layout))
-        for _ in range(count):
+        for i in range(count):
             m, n, k = (int(round(2 ** rng.uniform(0, 17))) or 1 for _ in range(3))
+            if i % 4 == 0:  # every fourth with 16-byte strides and N, K off multiples of 16: a stride list's cut too
+                n, k = 16 * (n // 16) + 8, 16 * (k // 16) + 8
             problem = Problem(m, n, k, tilecost.DType(dtype), tilecost.Layout(layout))
             assert group.best(problem) == group.choose(problem)[0], problem.key
 
@@ -264,3 +266,28 @@ def test_another_device_or_triton_is_answered_by_the_model_not_by_measurements(
 
     assert same.source is Source.MEASURED
     assert other_triton.source is Source.MODEL and OODReason.TRITON_VERSION_MISMATCH in other_triton.ood.reasons
+
+
+def test_a_shape_whose_strides_suit_descriptors_also_scores_the_aligned_variant_s_head(predictor: Predictor) -> None:
+    """N or K a multiple of 8 but not of 16 (bf16: 16-byte strides, so ``tma`` configurations are feasible) reads
+    the aligned variant's list, whose samples could use ``tma``, with its own list's head added to the head."""
+    table = predictor._group(tilecost.DType.BF16, tilecost.Layout.NT).shortlist
+    assert table is not None
+    strided = Problem(4000, 3000, 1000)
+
+    other = table.stride_list_id(strided)
+    key, cut = table.problem_cut(strided, 8)
+
+    assert other is not None and other != table.list_id(strided) == table.list_id(Problem(4000, 3001, 1001))
+    assert other == table.list_id(Problem(4000, 3008, 1008))  # the aligned variant of the same cell
+    assert key == (other, table.list_id(strided))
+    own, aligned = table.cut(table.list_id(strided), 8).head, table.cut(other, 8).head
+    assert set(cut.head) == set(own) | set(aligned) and list(cut.head) == sorted(cut.head)
+    scored = {table_config(predictor, i) for i in (*cut.head, *cut.tail)}  # the tail too when the best sits late
+    assert predictor.predict_best(strided, measured=False).config in scored
+    for plain in (Problem(4000, 3008, 1008), Problem(4000, 3001, 1000), Problem(4000, 3000, 1000, "fp8e4m3")):
+        assert table.stride_list_id(plain) is None  # aligned already; an odd N; fp8 needs K % 16 == 0
+
+
+def table_config(predictor: Predictor, index: int) -> TileConfig:
+    return predictor._group(tilecost.DType.BF16, tilecost.Layout.NT).scorer.space[index]
