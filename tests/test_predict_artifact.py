@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -215,3 +218,122 @@ def test_lists_a_header_cannot_show_wrong_are_refused_at_their_group_s_first_que
 
     with pytest.raises(ArtifactError, match="shortlist table refers to lists that do not exist"):
         predictor.predict_best((3000, 5000, 700), dtype=dtype, layout=layout, measured=False)
+
+
+# --- a corrupted or malformed artifact is always refused with ArtifactError naming the file ----------------------
+
+
+def _rewrite(directory: Path, name: str, data: bytes) -> None:
+    """Replace one file of an artifact; its checksum in the sidecar follows, so only the content is wrong."""
+    (directory / name).write_bytes(data)
+    if name != "metadata.json":
+        meta = json.loads((directory / "metadata.json").read_text())
+        meta["files"][name] = hashlib.sha256(data).hexdigest()
+        (directory / "metadata.json").write_text(json.dumps(meta))
+
+
+def _edit_sidecar(directory: Path, change: Callable[[dict[str, Any]], object]) -> None:
+    meta = json.loads((directory / "metadata.json").read_text())
+    change(meta)
+    (directory / "metadata.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.update(files=list(m["files"])), "files must be an object, not a list"),
+        (lambda m: m.update(fingerprint=None), "fingerprint must be an object, not null"),
+        (lambda m: m["fingerprint"].update(sm_count="abc"), "fingerprint.sm_count='abc' must be an int >= 1"),
+        (lambda m: m.update(domain=[]), "domain must be an object, not a list"),
+        (lambda m: m["domain"].update(problems=[5]), "domain.problems=[5] must be a list of str"),
+        (lambda m: m["domain"].update(problem_dims=[[16, 16]]), "domain.problem_dims has a row [16, 16]"),
+        (lambda m: m["domain"].update(problem_dims=[[16, 0, 16, "bf16", "nt"]]), "domain.problem_dims has a row"),
+        (lambda m: m["domain"].update(log2_min={"m": 0, "n": "x", "k": 0}), "domain.log2_min="),
+        (lambda m: m["domain"].update(log2_k=[3.0]), "domain.log2_k=[3.0] must be [min, max]"),
+        (lambda m: m.update(ood=None), "ood must be an object, not null"),
+        (lambda m: m["ood"].update(neighbours="1"), "ood.neighbours='1' must be an int >= 1"),
+        (lambda m: m.update(training=[]), "training must be an object, not a list"),
+        (lambda m: m.update(device_class="../../h200.json"), "device_class='../../h200.json' is not a device class"),
+        (lambda m: m.update(triton_version=None), "triton_version=None must be a str"),
+        (lambda m: m.update(feature_names="log2_m"), "feature_names='log2_m' must be a list of str"),
+        (lambda m: m.update(feature_schema_version="1"), "feature_schema_version='1' must be an int >= 0"),
+        (lambda m: m.update(level_trees=None), "level_trees=None must be an int >= 0"),
+        (lambda m: m.update(artifact_schema_version=True), "artifact schema version True"),
+    ],
+)
+def test_a_sidecar_of_the_wrong_structure_is_refused_naming_the_field(
+    copy: Path, change: Callable[[dict[str, Any]], object], message: str
+) -> None:
+    _edit_sidecar(copy, change)
+
+    with pytest.raises(ArtifactError, match=re.escape(f"{copy}: metadata.json: {message}")):
+        Predictor.load(copy)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'\xff\xfe{"files": {}}', "metadata.json is not UTF-8 text: invalid start byte at byte 0"),
+        (b'{"files": ', "metadata.json is not valid JSON"),
+        (b"[" * 100_000, "metadata.json is not valid JSON"),  # nested past the json module's recursion limit
+        (b"[]", "metadata.json must hold a JSON object, not a list"),
+        (b"null", "metadata.json must hold a JSON object, not null"),
+    ],
+)
+def test_a_sidecar_that_is_not_utf8_json_holding_an_object_is_refused_naming_it(
+    copy: Path, data: bytes, message: str
+) -> None:
+    (copy / "metadata.json").write_bytes(data)
+
+    with pytest.raises(ArtifactError, match=re.escape(f"{copy}: {message}")):
+        Predictor.load(copy)
+
+
+@pytest.mark.parametrize("where", ["parent", "absolute", "subfolder", "backslash"])
+def test_a_file_entry_outside_the_artifact_directory_is_refused(copy: Path, artifact: Path, where: str) -> None:
+    """Each entry names a file that exists and whose checksum matches: only its name is wrong."""
+    outside = copy.parent / "outside.json"
+    outside.write_bytes(b"{}")
+    (copy / "sub").mkdir()
+    (copy / "sub" / "inside.json").write_bytes(b"{}")
+    name = {"parent": "../outside.json", "absolute": str(outside), "subfolder": "sub/inside.json",
+            "backslash": "..\\outside.json"}[where]  # fmt: skip
+    _edit_sidecar(copy, lambda m: m["files"].update({name: hashlib.sha256(b"{}").hexdigest()}))
+
+    with pytest.raises(ArtifactError, match=re.escape(f"files: the entry {name!r} is not a plain file name")):
+        load_artifact(copy)
+    with pytest.raises(ValueError, match=re.escape(f"extra file name {name!r} is not allowed")):
+        save_artifact(copy.parent / "saved", b"{}", load_artifact(artifact)[0], {name: b"{}"})
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "model.ubj is empty (0 bytes), not an XGBoost booster"),
+        (b'{"learner": {}}', "model.ubj does not hold an XGBoost UBJSON booster: it opens like JSON"),
+        (b"\x00\x01garbage", "model.ubj is not an XGBoost booster: it opens like neither a UBJSON nor a JSON object"),
+    ],
+)
+def test_a_booster_file_that_is_empty_or_of_another_format_is_named(copy: Path, data: bytes, message: str) -> None:
+    _rewrite(copy, "model.ubj", data)
+
+    with pytest.raises(ArtifactError, match=re.escape(f"{copy}: {message}")):
+        Predictor.load(copy)
+
+
+ARTIFACT_FILES = ("metadata.json", "model.ubj", "measured.json", "predictor.json", "shortlists.npz")
+
+
+def test_the_truncation_test_covers_every_file_of_the_fixture_artifact(artifact: Path) -> None:
+    assert sorted(p.name for p in artifact.iterdir()) == sorted(ARTIFACT_FILES)
+
+
+@pytest.mark.parametrize("length", ["empty", "half"])
+@pytest.mark.parametrize("name", ARTIFACT_FILES)
+def test_a_truncated_file_is_refused_with_an_artifact_error_naming_it(copy: Path, name: str, length: str) -> None:
+    """With its checksum recomputed, so that the content itself must be checked."""
+    data = (copy / name).read_bytes()
+    _rewrite(copy, name, b"" if length == "empty" else data[: len(data) // 2])
+
+    with pytest.raises(ArtifactError, match=re.escape(name)):
+        Predictor.load(copy)
