@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from tilecost.errors import ArtifactError
 
 from . import ubjson
-from .artifact import booster_format
+from .artifact import MODEL_FILES, check_booster
 
 if TYPE_CHECKING:
     from .jit import CompiledTrees
@@ -93,41 +93,60 @@ class TreeEnsemble:
         return len(self.roots)
 
     @classmethod
-    def from_model(cls, model: bytes, feature_names: tuple[str, ...] | None = None) -> TreeEnsemble:
+    def from_model(
+        cls, model: bytes, feature_names: tuple[str, ...] | None = None, name: str | None = None
+    ) -> TreeEnsemble:
         """Parse a booster as ``Booster.save_model`` writes it, UBJSON (``model.ubj``) or JSON (``model.json``),
-        told apart by its first bytes (:func:`booster_format`)."""
-        if booster_format(model) == "ubj":
-            return cls.from_ubjson(model, feature_names)
-        return cls.from_json(model, feature_names)
+        told apart by its first bytes (:func:`~tilecost.predict.artifact.check_booster`). ``name``: the file the
+        bytes were read from, which messages name (default: ``model.ubj`` or ``model.json`` by the bytes); bytes
+        that are empty, or of another format than ``name`` says, raise ``ArtifactError`` naming it."""
+        kind = check_booster(model, name)
+        name = name or MODEL_FILES[kind]
+        if kind == "ubj":
+            return cls.from_ubjson(model, feature_names, name)
+        return cls.from_json(model, feature_names, name)
 
     @classmethod
-    def from_json(cls, model_json: bytes | str, feature_names: tuple[str, ...] | None = None) -> TreeEnsemble:
-        """Parse ``Booster.save_model`` JSON. Raises ``ArtifactError`` naming what is unsupported."""
+    def from_json(
+        cls, model_json: bytes | str, feature_names: tuple[str, ...] | None = None, name: str = "model.json"
+    ) -> TreeEnsemble:
+        """Parse ``Booster.save_model`` JSON. Raises ``ArtifactError`` naming ``name`` and what is unsupported."""
         try:
             model = json.loads(model_json)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ArtifactError(f"model.json is not an XGBoost JSON model: {exc!r}") from exc
-        return cls._from_model(model, feature_names, "model.json")
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; nesting past the limit
+            raise ArtifactError(f"{name} is not an XGBoost JSON model: {exc!r}") from exc
+        return cls._from_model(model, feature_names, name, "JSON")
 
     @classmethod
-    def from_ubjson(cls, model_ubj: bytes, feature_names: tuple[str, ...] | None = None) -> TreeEnsemble:
-        """Parse ``Booster.save_model`` UBJSON (:mod:`tilecost.predict.ubjson`). Raises ``ArtifactError``."""
+    def from_ubjson(
+        cls, model_ubj: bytes, feature_names: tuple[str, ...] | None = None, name: str = "model.ubj"
+    ) -> TreeEnsemble:
+        """Parse ``Booster.save_model`` UBJSON (:mod:`tilecost.predict.ubjson`). Raises ``ArtifactError`` naming
+        ``name``."""
         try:
             model = ubjson.loads(model_ubj)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ArtifactError(f"model.ubj is not an XGBoost UBJSON model: {exc}") from exc
-        return cls._from_model(model, feature_names, "model.ubj")
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ArtifactError(f"{name} is not an XGBoost UBJSON model: {exc}") from exc
+        return cls._from_model(model, feature_names, name, "UBJSON")
 
     @classmethod
-    def _from_model(cls, model: Any, feature_names: tuple[str, ...] | None, name: str) -> TreeEnsemble:
+    def _from_model(cls, model: Any, feature_names: tuple[str, ...] | None, name: str, kind: str) -> TreeEnsemble:
+        """The ensemble of a decoded model document. Every refusal names ``name``: what is unsupported, or a
+        document of another structure (a missing key, a list where an object belongs, a count that is not a
+        number), which would otherwise escape as a ``KeyError`` or ``AttributeError``."""
         try:
-            learner = model["learner"]
-            booster = learner["gradient_booster"]
-            param = learner["learner_model_param"]
-            objective = learner["objective"]["name"]
-        except (KeyError, TypeError) as exc:
-            kind = "JSON" if name.endswith(".json") else "UBJSON"
+            return cls._from_document(model, feature_names)
+        except ArtifactError as exc:
+            raise ArtifactError(f"{name}: {exc}") from None
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise ArtifactError(f"{name} is not an XGBoost {kind} model: {exc!r}") from exc
+
+    @classmethod
+    def _from_document(cls, model: Any, feature_names: tuple[str, ...] | None) -> TreeEnsemble:
+        learner = model["learner"]
+        booster = learner["gradient_booster"]
+        param = learner["learner_model_param"]
+        objective = learner["objective"]["name"]
         if booster.get("name") != "gbtree":
             raise ArtifactError(f"booster {booster.get('name')!r} is not supported; export a 'gbtree' booster")
         if objective not in IDENTITY_OBJECTIVES:
@@ -138,13 +157,13 @@ class TreeEnsemble:
         if feature_names is not None:
             names = learner.get("feature_names") or []
             if len(names) and tuple(names) != tuple(feature_names):
-                raise ArtifactError(f"{name}'s feature_names differ from metadata.json's feature list")
+                raise ArtifactError("its feature_names differ from metadata.json's feature list")
             if num_features != len(feature_names):
-                raise ArtifactError(f"{name} has {num_features} features, metadata.json lists {len(feature_names)}")
+                raise ArtifactError(f"{num_features} features, metadata.json lists {len(feature_names)}")
         base_score = float(np.float32(_parse_base_score(param["base_score"])))
         trees = booster["model"]["trees"]
         if not len(trees):
-            raise ArtifactError(f"{name} holds no trees")
+            raise ArtifactError("no trees")
         return cls._from_trees(trees, num_features, base_score)
 
     @classmethod

@@ -206,3 +206,67 @@ def test_refuses_a_feature_list_other_than_the_sidecars() -> None:
 def test_refuses_rows_of_the_wrong_width() -> None:
     with pytest.raises(ValueError, match=r"shape \(rows, 2\)"):
         TreeEnsemble.from_json(json.dumps(_tiny_model())).predict(np.zeros((3, 5)))
+
+
+def test_an_empty_booster_or_one_of_another_format_names_the_file_read() -> None:
+    model = json.dumps(_tiny_model()).encode()
+
+    with pytest.raises(ArtifactError, match=r"^model.ubj is empty \(0 bytes\), not an XGBoost booster$"):
+        TreeEnsemble.from_model(b"", name="model.ubj")
+    with pytest.raises(ArtifactError, match=r"^the booster is empty"):
+        TreeEnsemble.from_model(b"")
+    with pytest.raises(ArtifactError, match="model.ubj does not hold an XGBoost UBJSON booster: it opens like JSON"):
+        TreeEnsemble.from_model(model, name="model.ubj")
+    with pytest.raises(ArtifactError, match="opens like neither a UBJSON nor a JSON object"):
+        TreeEnsemble.from_model(b"\x00" + model)
+    assert TreeEnsemble.from_model(model, name="model.json").num_trees == 1
+
+
+def _set(path: tuple[object, ...], value: object) -> object:
+    def change(model: dict) -> None:
+        node = model["learner"]
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _set(("gradient_booster",), []),
+        _set(("learner_model_param",), None),
+        _set(("learner_model_param", "num_feature"), "two"),
+        _set(("learner_model_param", "num_target"), "x"),
+        lambda m: m["learner"]["learner_model_param"].pop("base_score"),
+        lambda m: m["learner"]["gradient_booster"].pop("model"),
+        _set(("gradient_booster", "model", "trees"), 5),
+        _set(("gradient_booster", "model", "trees"), [None]),
+        _set(("gradient_booster", "model", "trees", 0, "tree_param"), 5),
+        _set(("gradient_booster", "model", "trees", 0, "left_children"), ["a", "b", "c", "d", "e"]),
+    ],
+)
+def test_a_model_document_of_another_structure_is_refused_naming_the_file(change: object) -> None:
+    """Parsed, but not shaped like a booster: an ArtifactError, never a KeyError or an AttributeError."""
+    model = _tiny_model()
+    change(model)  # type: ignore[operator]
+    as_json = json.dumps(model).encode()
+
+    with pytest.raises(ArtifactError, match="^model.json is not an XGBoost JSON model: "):
+        TreeEnsemble.from_model(as_json, name="model.json")
+
+
+def test_nesting_past_the_parsers_recursion_limit_is_refused_naming_the_file() -> None:
+    with pytest.raises(ArtifactError, match="^model.json is not an XGBoost JSON model: RecursionError"):
+        TreeEnsemble.from_model(b'{"learner": ' + b"[" * 100_000)
+    with pytest.raises(ArtifactError, match="^model.ubj is not an XGBoost UBJSON model: maximum recursion depth"):
+        TreeEnsemble.from_model(b"{i\x07learner" + b"[" * 100_000)
+
+
+def test_what_a_model_cannot_hold_is_refused_naming_the_file() -> None:
+    model = _tiny_model()
+    model["learner"]["objective"]["name"] = "reg:gamma"
+
+    with pytest.raises(ArtifactError, match="^model.json: objective 'reg:gamma' is not supported"):
+        TreeEnsemble.from_model(json.dumps(model).encode())
