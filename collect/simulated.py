@@ -4,8 +4,9 @@ Nothing it produces is a measurement. Its times come from the seed's analytical 
 (:func:`tilecost.features.roofline_time_us`) times deterministic per-(problem, config) factors for
 the effects the roofline ignores (pipeline depth, warps, kernel variant, unaligned pointer loads)
 and a few percent of noise. Every row it writes says so: ``gpu_name`` is
-:data:`SIMULATED_GPU_NAME` and the versions read ``simulated``. The sweep refuses to write such rows
-into the shipped dataset (:data:`tilecost.collect.store.SHIPPED_DATASET`).
+:data:`SIMULATED_GPU_NAME` and the versions read ``simulated``. The dataset store refuses such rows in
+the shipped dataset (:data:`tilecost.collect.store.SHIPPED_DATASET`, however its path is spelled), by
+the prefix of that name (:data:`tilecost.collect.store.SIMULATED_GPU_PREFIX`).
 
 For tests of crash handling and resume, two environment variables make it misbehave on purpose:
 ``TILECOST_SIMULATED_CRASH=<config key>`` ends the process when that config is announced (as a CUDA
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tilecost.collect.protocol import MeasureProtocol
+from tilecost.collect.store import SIMULATED_GPU_PREFIX
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import load_device
 from tilecost.measurement import Status
@@ -29,7 +31,7 @@ from tilecost.problem import Problem
 
 __all__ = ["SIMULATED_GPU_NAME", "SimulatedBackend", "simulated_backend"]
 
-SIMULATED_GPU_NAME = "SIMULATED (roofline model, not a measurement)"
+SIMULATED_GPU_NAME = f"{SIMULATED_GPU_PREFIX} (roofline model, not a measurement)"
 
 
 class _NeverRaised(Exception):

@@ -21,6 +21,11 @@ is best compacted. A compacted run's problems still count as measured (:meth:`Da
 
 The schema version is stored in each file's metadata under ``tilecost.schema_version``; readers
 refuse files of another version.
+
+The repository's shipped dataset holds real measurements only: :meth:`DatasetStore.write_problem`
+refuses rows of the simulated backend (``gpu_name`` beginning :data:`SIMULATED_GPU_PREFIX`) there,
+however its path is spelled (:func:`is_shipped_dataset`), so no command or working directory can
+put a stand-in timer's numbers among the measurements.
 """
 
 from __future__ import annotations
@@ -38,7 +43,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-__all__ = ["SCHEMA_VERSION", "DatasetStore", "schema"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SHIPPED_DATASET",
+    "SIMULATED_GPU_PREFIX",
+    "DatasetStore",
+    "is_shipped_dataset",
+    "refuse_simulated_into_shipped",
+    "schema",
+    "shipped_dataset_dirs",
+]
 
 SCHEMA_VERSION = 1
 _META_KEY = b"tilecost.schema_version"
@@ -98,6 +112,50 @@ def schema() -> pa.Schema:
         return {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64()}[name]
 
     return pa.schema([pa.field(c, typ(t)) for c, t, _ in COLUMNS], metadata={_META_KEY: str(SCHEMA_VERSION).encode()})
+
+
+# The repository's dataset of real measurements, relative to the repository root (and the commands' default
+# --dataset, relative to the working directory).
+SHIPPED_DATASET = Path("datasets/measurements")
+# How a row of the simulated backend begins its gpu_name (tilecost.collect.simulated.SIMULATED_GPU_NAME).
+SIMULATED_GPU_PREFIX = "SIMULATED"
+
+
+def shipped_dataset_dirs() -> frozenset[Path]:
+    """The shipped dataset's directory, resolved: beside this package's source tree (``<repo>/datasets/
+    measurements``), and under the working directory (where a run from a clone with the package installed
+    elsewhere, or the default ``--dataset``, finds it)."""
+    import tilecost
+
+    beside_package = Path(tilecost.__file__).resolve().parents[1] / SHIPPED_DATASET
+    return frozenset({beside_package.resolve(), SHIPPED_DATASET.resolve()})
+
+
+def _local_path(root: str | Path) -> Path | None:
+    """``root`` as an absolute local path with symlinks resolved; None for a URI of another filesystem."""
+    text = str(root)
+    if text.startswith("file://"):
+        text = text.removeprefix("file://")
+    elif "://" in text:
+        return None
+    return Path(text).expanduser().resolve()
+
+
+def is_shipped_dataset(root: str | Path) -> bool:
+    """Whether ``root`` names the shipped dataset (:func:`shipped_dataset_dirs`), however spelled: relative to
+    any working directory, through a symlink, with ``..`` or a trailing slash, or as a ``file://`` URI. Other
+    URIs (``s3://``) never do."""
+    path = _local_path(root)
+    return path is not None and path in shipped_dataset_dirs()
+
+
+def refuse_simulated_into_shipped(root: str | Path) -> None:
+    """Raise :class:`DatasetError` if ``root`` is the shipped dataset: simulated rows go to a scratch one."""
+    if is_shipped_dataset(root):
+        raise DatasetError(
+            f"dataset={str(root)!r} is the shipped dataset of real measurements ({_local_path(root)}): the "
+            "simulated backend may not write into the shipped dataset; pass a scratch directory (--dataset DIR)"
+        )
 
 
 class DatasetStore:
@@ -208,11 +266,14 @@ class DatasetStore:
             pq.write_table(table, final, filesystem=self.fs, compression="zstd", compression_level=9)
 
     def write_problem(self, device_class: str, problem: Problem, run_id: str, rows: list[Mapping[str, Any]]) -> str:
-        """Write one problem's rows as one file, atomically. Returns the file's path."""
+        """Write one problem's rows as one file, atomically. Returns the file's path. Simulated rows are
+        refused in the shipped dataset (:func:`refuse_simulated_into_shipped`)."""
         import pyarrow as pa
 
         if not rows:
             raise DatasetError(f"{problem}: no rows to write")
+        if self._local and any(str(r.get("gpu_name") or "").startswith(SIMULATED_GPU_PREFIX) for r in rows):
+            refuse_simulated_into_shipped(self.root)
         sch = schema()
         unknown = set(rows[0]) - set(sch.names)
         if unknown:
