@@ -8,18 +8,63 @@ exception type that means the process must be restarted).
 
 :func:`cuda_backend` measures for real on the current CUDA device. The simulated backend for
 CPU runs lives in :mod:`tilecost.collect.simulated` and labels everything it produces as such.
+:func:`load_backend_factory` resolves a backend path in the parent, so that a typo fails before any
+planning or compiling rather than in the measuring process.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tilecost.collect.protocol import MeasureProtocol
 from tilecost.config import TileConfig
+from tilecost.errors import TilecostError
 from tilecost.problem import Problem
 
-__all__ = ["CudaBackend", "cuda_backend", "outcome_dict"]
+__all__ = [
+    "CUDA_BACKEND",
+    "SIMULATED_BACKEND",
+    "BackendError",
+    "CudaBackend",
+    "cuda_backend",
+    "is_simulated_backend",
+    "load_backend_factory",
+    "outcome_dict",
+]
+
+CUDA_BACKEND = "tilecost.collect.backend:cuda_backend"
+SIMULATED_BACKEND = "tilecost.collect.simulated:simulated_backend"
+
+
+class BackendError(TilecostError):
+    """A measuring backend cannot run on this machine (the CUDA backend where no CUDA device shows)."""
+
+
+def is_simulated_backend(path: str) -> bool:
+    """Whether a backend path names a simulated timer (the convention: the word in the path). The rows such a
+    backend writes say so themselves (``gpu_name``), which is what the dataset store checks."""
+    return "simulated" in path.lower()
+
+
+def load_backend_factory(path: str) -> Callable[[MeasureProtocol], Any]:
+    """The factory a backend path ``module:function`` names, imported (what the measuring process will call).
+
+    Raises ``ValueError`` naming the path and the expected form when it is not of that form, its module
+    does not import or it has no such function. Importing the simulated backend imports no torch."""
+    module_name, sep, name = path.partition(":")
+    usage = f"use MODULE:FUNCTION, e.g. {CUDA_BACKEND} (a CUDA GPU) or {SIMULATED_BACKEND} (a CPU stand-in)"
+    if not sep or not module_name or not name.isidentifier():
+        raise ValueError(f"{path!r} is not a backend path; {usage}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"{path!r}: module {module_name!r} does not import ({exc}); {usage}") from None
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise ValueError(f"{path!r}: module {module_name!r} has no function {name!r}; {usage}")
+    return factory  # type: ignore[no-any-return]
 
 
 def outcome_dict(outcome: Any) -> dict[str, Any]:
