@@ -53,7 +53,9 @@ __all__ = [
     "flagged_problems",
     "measurable",
     "model_top_entries",
+    "model_top_phrase",
     "plan_json",
+    "plan_line",
     "plan_night",
     "read_plan",
 ]
@@ -190,6 +192,30 @@ def plan_night(
     counts["heldout"] = sum(e.role is Role.HELDOUT for e in entries)
     counts["train"] = len(entries) - counts["heldout"]
     return entries, counts
+
+
+def model_top_phrase(retimed: int, model_top: int, model_top_k: int) -> str:
+    """What a plan says of its model-top part: that none was asked for (``model_top`` 0, the default), or how
+    many training problems are re-timed, each on at most ``model_top_k`` of the model's fastest configurations
+    not yet timed on it (fewer where fewer are left untimed)."""
+    if model_top == 0:
+        return "no training problems re-timed on the model's favourites (--model-top 0)"
+    return (
+        f"{retimed} of {model_top} training problems re-timed on up to {model_top_k} of the model's fastest "
+        "untimed configurations each"
+    )
+
+
+def plan_line(counts: Mapping[str, int], source: str, model_top: int, model_top_k: int, path: Path | str) -> str:
+    """The plan step's one line: ``counts`` of :func:`plan_night`, where the flagged problems came from
+    (``source``), the model-top settings and the plan file."""
+    return (
+        f"plan: {counts['train'] + counts['heldout']} problems "
+        f"({counts['flagged']} flagged of {counts['flagged_logged']} logged in {source}"
+        f" [{counts['flagged_measured']} already measured, {counts['flagged_too_large']} too large, "
+        f"{counts['flagged_over_limit']} over the limit]; {counts['fresh']} fresh family samples; "
+        f"{model_top_phrase(counts['model_top'], model_top, model_top_k)}; {counts['heldout']} held out) -> {path}"
+    )
 
 
 def plan_json(entries: Sequence[PlanEntry]) -> str:

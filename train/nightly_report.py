@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .drift import DriftReport
+from .nightly_plan import model_top_phrase
 from .nightly_state import NightDir
 
 if TYPE_CHECKING:
@@ -83,7 +84,8 @@ def nightly_markdown(settings: NightlySettings, night: NightDir, outcomes: Seque
         lines += ["", "## Plan", "",
                   f"{plan['problems']} problems: {c['flagged']} flagged (of {c['flagged_logged']} in the query log; "
                   f"{c['flagged_measured']} already measured, {c['flagged_too_large']} too large, "
-                  f"{c['flagged_over_limit']} over the limit), {c['fresh']} fresh family samples; {c['heldout']} held "
+                  f"{c['flagged_over_limit']} over the limit), {c['fresh']} fresh family samples; "
+                  f"{model_top_phrase(c.get('model_top', 0), s.model_top, s.model_top_k)}; {c['heldout']} held "
                   f"out. File: `{plan['plan']}`."]  # fmt: skip
     sentinels = night.read_record("sentinels")
     if sentinels:
