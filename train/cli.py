@@ -1,29 +1,29 @@
 """Commands of tilecost.train for the ``tilecost`` CLI (registered by tilecost.cli).
 
-    tilecost train    --device-class h200                 fit, evaluate on held-out shapes, export, log to MLflow
+    tilecost train    --device-class h200 [--export-dir DIR]  fit, evaluate on held-out shapes, log to MLflow, export
     tilecost evaluate --device-class h200 [--artifact DIR | --model-uri models:/tilecost-h200@champion]
 
-Both print the held-out evaluation table. Heavy libraries (xgboost, mlflow, pandas) are imported
-inside the command functions only, so ``tilecost --help`` stays fast.
+Both print the held-out evaluation table. ``train`` writes a predictor artifact only into the
+``--export-dir`` it is given: the shipped model (``tilecost/models/<class>``) is replaced only by
+naming it. Heavy libraries (xgboost, mlflow, pandas) are imported inside the command functions only,
+so ``tilecost --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tilecost.problem import DType, Layout
+from tilecost.cli import dtypes_arg, layouts_arg
 
-__all__ = ["register"]
+__all__ = ["register", "registered_model_errors"]
 
 SHIPPED_DATASET = "datasets/measurements"
-
-
-def _csv(kind: type[DType] | type[Layout], text: str) -> list:
-    return [kind.parse(x.strip()) for x in text.split(",") if x.strip()]
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -38,20 +38,62 @@ def _param(text: str) -> tuple[str, Any]:
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default=SHIPPED_DATASET, help="dataset root (path or pyarrow URI)")
-    p.add_argument("--device-class", default="h200", help="device class to read (default h200)")
-    p.add_argument("--dtypes", type=lambda s: _csv(DType, s), default=None, help="e.g. bf16,fp16 (default: all)")
-    p.add_argument("--layouts", type=lambda s: _csv(Layout, s), default=None, help="e.g. nt,nn (default: all)")
+    p.add_argument("--dataset", default=SHIPPED_DATASET,
+                   help="dataset root, a path or pyarrow URI (default %(default)s: the shipped dataset)")  # fmt: skip
+    p.add_argument("--device-class", default="h200", help="device class to read (default %(default)s)")
+    p.add_argument("--dtypes", type=dtypes_arg, default=None, help="e.g. bf16,fp16 (default: all)")
+    p.add_argument("--layouts", type=layouts_arg, default=None, help="e.g. nt,nn (default: all)")
     p.add_argument("--triton-version", default=None, help="only rows measured with this Triton version")
 
 
+@contextlib.contextmanager
+def registered_model_errors(model_uri: str | None, tracking_uri: str | None) -> Iterator[None]:
+    """Around loading ``model_uri`` (nothing when None): a store that does not exist, or MLflow's exception
+    for a model or alias its store does not hold, becomes a ``ValueError`` naming the URI, the store and the
+    models registered there (one ``error:`` line from the CLI, not MLflow's traceback)."""
+    if model_uri is None:
+        yield
+        return
+    from mlflow.exceptions import MlflowException
+
+    from .tracking import tracking_uri as resolve_uri
+
+    store = resolve_uri(tracking_uri)
+    database = store.removeprefix("sqlite:///")
+    if store.startswith("sqlite:///") and database != ":memory:" and not Path(database).is_file():
+        # MLflow would create an empty store there and then not find the model in it
+        raise ValueError(
+            f"--model-uri {model_uri}: the MLflow store {store} does not exist; name one with --tracking-uri "
+            "(or $MLFLOW_TRACKING_URI)"
+        )
+    try:
+        yield
+    except MlflowException as exc:
+        reason = (str(exc).strip().splitlines() or ["not found"])[0]
+        raise ValueError(
+            f"--model-uri {model_uri}: {reason} (MLflow store {store}; registered models: {_registered(store)})"
+        ) from exc
+
+
+def _registered(store: str) -> str:
+    """The store's registered models with their aliases, for an error message."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        models = MlflowClient(store).search_registered_models()
+    except MlflowException as exc:
+        return f"not listed ({exc})"
+    names = [f"{m.name} (aliases: {', '.join(sorted(m.aliases)) or 'none'})" for m in models]
+    return "; ".join(sorted(names)) or "none"
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .export import default_export_dir
     from .pipeline import train_device_class
     from .progress import Heartbeat
     from .tracking import describe, tracking_uri
 
-    export_dir = None if args.no_export else Path(args.export_dir or default_export_dir(args.device_class))
+    export_dir = Path(args.export_dir) if args.export_dir else None  # never the shipped model by default
     uri = None if args.no_mlflow else tracking_uri(args.tracking_uri)
     params = dict(args.param or [])
     params.setdefault("seed", args.seed)
@@ -85,16 +127,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .loading import evaluate_saved_model
 
     source = args.model_uri or str(args.artifact or default_export_dir(args.device_class))
-    evaluation, description = evaluate_saved_model(
-        args.dataset,
-        args.device_class,
-        artifact=None if args.model_uri else Path(source),
-        model_uri=args.model_uri,
-        tracking_uri=args.tracking_uri,
-        dtypes=args.dtypes,
-        layouts=args.layouts,
-        triton_version=args.triton_version,
-    )
+    with registered_model_errors(args.model_uri, args.tracking_uri):
+        evaluation, description = evaluate_saved_model(
+            args.dataset,
+            args.device_class,
+            artifact=None if args.model_uri else Path(source),
+            model_uri=args.model_uri,
+            tracking_uri=args.tracking_uri,
+            dtypes=args.dtypes,
+            layouts=args.layouts,
+            triton_version=args.triton_version,
+        )
     print(description)
     print(evaluation.table(per_problem=not args.summary_only))
     s = evaluation.summary()
@@ -105,14 +148,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add this package's subcommands to the CLI's subparsers. Imports nothing heavy."""
-    p = sub.add_parser("train", help="fit the XGBoost cost model of a device class, evaluate, export, track")
+    p = sub.add_parser("train", help="fit the XGBoost cost model of a device class, evaluate, track, export")
     _add_data_options(p)
-    p.add_argument("--seed", type=int, default=0, help="XGBoost's sampling seed (recorded in the run)")
+    p.add_argument("--seed", type=int, default=0, help="XGBoost's sampling seed, recorded in the run (default 0)")
     p.add_argument("--param", action="append", type=_param, help="CostModel parameter NAME=VALUE (repeatable)")
     p.add_argument("--n-jobs", type=int, default=None, help="XGBoost threads (default: all cores)")
     p.add_argument("--cv-folds", type=int, default=0, help="also run grouped K-fold CV over training problems")
-    p.add_argument("--export-dir", default=None, help="artifact directory (default tilecost/models/<device class>)")
-    p.add_argument("--no-export", action="store_true", help="do not write the predictor artifact")
+    export = p.add_mutually_exclusive_group()
+    export.add_argument("--export-dir", default=None,
+                        help="write the predictor artifact here (default: none; the shipped model is "
+                        "tilecost/models/<device class>)")  # fmt: skip
+    export.add_argument("--no-export", action="store_true",
+                        help="write no predictor artifact (the default; kept for scripts)")  # fmt: skip
     p.add_argument(
         "--tracking-uri", default=None, help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
     )
@@ -121,8 +168,10 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("evaluate", help="evaluate a trained model on the held-out problems, with baselines")
     _add_data_options(p)
-    p.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
-    p.add_argument("--model-uri", default=None, help="an MLflow model URI instead, e.g. models:/tilecost-h200@champion")
+    model = p.add_mutually_exclusive_group()
+    model.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
+    model.add_argument("--model-uri", default=None,
+                       help="an MLflow registered model instead, e.g. models:/tilecost-h200@champion")  # fmt: skip
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI for --model-uri")
     p.add_argument("--summary-only", action="store_true", help="omit the per-problem lines")
     p.set_defaults(func=_cmd_evaluate)

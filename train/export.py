@@ -48,7 +48,9 @@ MEASURED_FILE = "measured.json"
 
 
 def default_export_dir(device_class: str) -> Path:
-    """``tilecost/models/<device_class>/`` inside the installed package (the shipped model)."""
+    """``tilecost/models/<device_class>/`` inside the installed package (the shipped model): what ``tilecost
+    evaluate``, ``report`` and the predictor read by default. ``tilecost train`` writes here only when given it as
+    ``--export-dir``, never by default."""
     import tilecost
 
     return Path(tilecost.__file__).resolve().parent / "models" / device_class
