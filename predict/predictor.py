@@ -54,7 +54,7 @@ import numpy as np
 
 from tilecost.config import TileConfig
 from tilecost.device import DeviceSpec, load_device
-from tilecost.errors import ArtifactError
+from tilecost.errors import ArtifactError, SpecError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.problem import DType, Layout, Problem
 
@@ -317,7 +317,15 @@ class Predictor:
             ensemble = ensemble.first_trees(ensemble.num_trees - metadata.level_trees)
             _ = level.compiled
         _ = ensemble.compiled  # with numba: import it and compile (or load) the kernel now, not mid-query
-        spec = load_device(metadata.device_class if device is None else device)
+        try:
+            spec = load_device(metadata.device_class if device is None else device)
+        except (ValueError, SpecError) as exc:
+            if device is not None:  # the caller's own argument: its error stands
+                raise
+            raise ArtifactError(
+                f"{directory}: metadata.json's device_class {metadata.device_class!r} has no device spec in this "
+                f"tilecost ({exc}); pass device= to say which device the answers are for"
+            ) from exc
         if triton_version == _DETECT:
             triton_version = _installed_triton()
         static = _mismatches(metadata, spec, triton_version)
@@ -572,7 +580,7 @@ def _read_measured(blob: bytes | None) -> dict[str, Mapping[str, Any]]:
                 raise ValueError(f"{key}: time_us={entry['time_us']!r} is not a positive number")
         for config in configs:
             TileConfig.from_key(config)
-    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+    except (json.JSONDecodeError, RecursionError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{MEASURED_FILE} is malformed: {exc!r}") from exc
     return data
 
@@ -595,7 +603,7 @@ def _read_shortlists(
             grids = {name: GridSpec.from_dict(spec["grid"]) for name, spec in groups.items()}
             tables = ShortlistArchive(arrays, grids, SHORTLISTS_FILE)
         rules = tuple(FlagRule.from_dict(rule) for rule in described.get("ood", {}).get("rules", ()))
-    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+    except (json.JSONDecodeError, RecursionError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{PREDICTOR_FILE} or {SHORTLISTS_FILE} is malformed: {exc!r}") from exc
     return groups, tables, rules
 

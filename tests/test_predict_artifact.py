@@ -337,3 +337,19 @@ def test_a_truncated_file_is_refused_with_an_artifact_error_naming_it(copy: Path
 
     with pytest.raises(ArtifactError, match=re.escape(name)):
         Predictor.load(copy)
+
+
+def test_an_artifact_of_a_device_class_without_a_spec_is_refused_unless_a_device_is_given(copy: Path) -> None:
+    _resave(copy, metadata={"device_class": "zz9"})
+
+    with pytest.raises(ArtifactError, match=r"device_class 'zz9' has no device spec in this tilecost.*pass device="):
+        Predictor.load(copy)
+    assert Predictor.load(copy, device="h200").predict_best((300, 400, 500)).ood  # flagged: another device
+
+
+@pytest.mark.parametrize("name", ["measured.json", "predictor.json"])
+def test_a_deeply_nested_json_file_is_refused_as_malformed(copy: Path, name: str) -> None:
+    _resave(copy, files={name: b"[" * 100_000 + b"]" * 100_000})
+
+    with pytest.raises(ArtifactError, match=rf"{name}.* is malformed"):
+        Predictor.load(copy)

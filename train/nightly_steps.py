@@ -26,6 +26,7 @@ from .nightly_plan import (
     flagged_problems,
     model_top_entries,
     plan_json,
+    plan_line,
     plan_night,
     read_plan,
 )
@@ -160,13 +161,7 @@ def step_plan(night: NightContext) -> tuple[list[PlanEntry], StepOutcome]:
               "plan": str(d.plan_path)}  # fmt: skip
     d.write_record("plan", record)
     source = f"query log {query_log}" if query_log else "no query log configured"
-    line = (
-        f"plan: {len(entries)} problems ({counts['flagged']} flagged of {counts['flagged_logged']} logged in {source}"
-        f" [{counts['flagged_measured']} already measured, {counts['flagged_too_large']} too large, "
-        f"{counts['flagged_over_limit']} over the limit]; {counts['fresh']} fresh family samples; "
-        f"{counts['model_top']} training problems re-timed on the model's top {s.model_top_k}; "
-        f"{counts['heldout']} held out) -> {d.plan_path}"
-    )
+    line = plan_line(counts, source, s.model_top, s.model_top_k, d.plan_path)
     return entries, StepOutcome(Step.PLAN, Outcome.DONE, line, record)
 
 
