@@ -2,8 +2,9 @@
 # The main job (README) on the shipped default: train the H200 cost model on the real H200 dataset in
 # datasets/measurements, log the run to the local MLflow store (sqlite:///mlflow.db, registered model
 # tilecost-h200, alias champion), print the evaluation table on the held-out problems, then ask the
-# shipped predictor (tilecost/models/h200) about shapes it never measured.
-# Exporting a new predictor artifact is `tilecost train --export-dir DIR` (19-28 min more on a 2-core machine up to
+# shipped predictor (tilecost/models/h200) about three shapes it never measured (the last far outside the training
+# range, flagged) and one it measured (24 x 14336 x 4096: its measured best leads, the model's predictions follow).
+# Exporting a new predictor artifact is `tilecost train --export-dir DIR` (without it nothing is exported; 19-28 min more on a 2-core machine up to
 # the twentieth session, most of it the shortlists; ~8 min less since the dispatch search is compiled, 547 -> 58 s: docs/BENCHMARKS.md §5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
