@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import DeviceSpec
 from tilecost.problem import DType, Problem
-from tilecost.space import BLOCK_K, BLOCK_K_FP8, BLOCK_MN, SPLIT_K_MAX_WAVES, tma_aligned
+from tilecost.space import BLOCK_K, BLOCK_K_FP8, BLOCK_MN, SPLIT_K_MAX_WAVES, miscompiled_on_ragged_k, tma_aligned
 
 __all__ = ["SpaceColumns", "block_options", "feasible_mask", "problem_limits", "split_k_tile_limit"]
 
@@ -37,6 +37,8 @@ class SpaceColumns:
     group_m: I64
     split_k: I64
     is_tma: NDArray[np.bool_]
+    # tilecost.space.miscompiled_on_ragged_k: refused for a problem whose K is not a multiple of 16
+    ragged_k_unsafe: NDArray[np.bool_]
 
     @classmethod
     def from_configs(cls, configs: Sequence[TileConfig]) -> SpaceColumns:
@@ -44,12 +46,15 @@ class SpaceColumns:
             return np.array([getattr(c, name) for c in configs], dtype=np.int64)
 
         is_tma = np.array([c.variant is KernelVariant.TMA for c in configs], dtype=bool)
+        unsafe = np.array([miscompiled_on_ragged_k(c) for c in configs], dtype=bool)
         return cls(
-            column("block_m"), column("block_n"), column("block_k"), column("group_m"), column("split_k"), is_tma
-        )
+            column("block_m"), column("block_n"), column("block_k"), column("group_m"), column("split_k"), is_tma,
+            unsafe,
+        )  # fmt: skip
 
     def __post_init__(self) -> None:
-        for array in (self.block_m, self.block_n, self.block_k, self.group_m, self.split_k, self.is_tma):
+        for array in (self.block_m, self.block_n, self.block_k, self.group_m, self.split_k, self.is_tma,
+                      self.ragged_k_unsafe):  # fmt: skip
             array.flags.writeable = False
 
     def __len__(self) -> int:
@@ -59,7 +64,7 @@ class SpaceColumns:
         index = np.asarray(index)
         return SpaceColumns(
             self.block_m[index], self.block_n[index], self.block_k[index],
-            self.group_m[index], self.split_k[index], self.is_tma[index],
+            self.group_m[index], self.split_k[index], self.is_tma[index], self.ragged_k_unsafe[index],
         )  # fmt: skip
 
 
@@ -99,7 +104,8 @@ def feasible_mask(problem: Problem, space: SpaceColumns, device: DeviceSpec) -> 
     The rules, in that function's order: a tensor-descriptor config needs 16-byte aligned strides;
     BLOCK_M, BLOCK_N, BLOCK_K at most the smallest option covering M, N, K; SPLIT_K at most the
     ``ceil(K / BLOCK_K)`` K steps; no split-K on grids of ``SPLIT_K_MAX_WAVES · SMs`` tiles or more;
-    no GROUP_M > 1 on a one-row or one-column grid. ``space`` must hold configurations of the space
+    no GROUP_M > 1 on a one-row or one-column grid; none of :func:`~tilecost.space.miscompiled_on_ragged_k`'s
+    configurations when K is not a multiple of 16. ``space`` must hold configurations of the space
     of the problem's dtype and layout on ``device`` (the space's own hardware rules are not repeated).
     Integer arithmetic: ``ceil(a / b)`` is ``-(-a // b)``, exact for every extent up to 2**31.
     """
@@ -114,4 +120,6 @@ def feasible_mask(problem: Problem, space: SpaceColumns, device: DeviceSpec) -> 
     ok &= (space.group_m == 1) | ((grid_m > 1) & (grid_n > 1))
     if not tma_ok:
         ok &= ~space.is_tma
+    if k % 16:
+        ok &= ~space.ragged_k_unsafe
     return ok

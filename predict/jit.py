@@ -205,8 +205,9 @@ class CompiledShortlist:
 
     @classmethod
     def build(cls, trees: CompiledTrees, columns: SpaceColumns, features: ConfigFeatures) -> CompiledShortlist:
-        ints = np.stack([columns.block_m, columns.block_n, columns.block_k, columns.group_m, columns.split_k,
-                         columns.is_tma.astype(np.int64)], axis=1)  # fmt: skip
+        flags = [columns.is_tma.astype(np.int64), columns.ragged_k_unsafe.astype(np.int64)]
+        ints = np.stack([columns.block_m, columns.block_n, columns.block_k, columns.group_m, columns.split_k, *flags],
+                        axis=1)  # fmt: skip
         return cls(trees, features.device, _frozen(ints.astype(np.int64)),
                    _frozen(features.columns.astype(np.float64)))  # fmt: skip
 

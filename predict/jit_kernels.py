@@ -106,7 +106,8 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
     ``fits``: int64 ``(2, L)``, the BLOCK_M/BLOCK_N options and the dtype's BLOCK_K options, ascending,
     each row padded by repeating its largest (with the split-K tile limit, the problem's side of the
     rules: :func:`tilecost.predict.feasibility.problem_limits`); ``space_ints``: int64
-    ``[block_m, block_n, block_k, group_m, split_k, is_tma]`` per configuration of the space;
+    ``[block_m, block_n, block_k, group_m, split_k, is_tma, miscompiled_on_ragged_k]`` per configuration of the
+    space;
     ``config_columns``: the space's ``CONFIG_FEATURES`` columns (``ConfigFeatures.columns``);
     ``layout``: the feature schema's offsets ``[config start, pair start, blocks_per_sm column, width,
     dtype columns]``.
@@ -127,6 +128,7 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
         c = members[i]
         bm, bn, bk, gm, sk, tma = (space_ints[c, 0], space_ints[c, 1], space_ints[c, 2], space_ints[c, 3],
                                    space_ints[c, 4], space_ints[c, 5])  # fmt: skip
+        unsafe = space_ints[c, 6]
         grid_m = -(-mi // bm)
         grid_n = -(-ni // bn)
         ok = bm <= max_m and bn <= max_n and bk <= max_k
@@ -134,6 +136,7 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
         ok = ok and (sk == 1 or grid_m * grid_n < split_k_tiles)
         ok = ok and (gm == 1 or (grid_m > 1 and grid_n > 1))
         ok = ok and (tma_ok or tma == 0)
+        ok = ok and (ki % 16 == 0 or unsafe == 0)
         if ok:
             keep[count] = c
             count += 1

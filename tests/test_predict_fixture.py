@@ -87,10 +87,12 @@ def load_dataset(groups: tuple[str, ...] | None = ("bf16-nt",)) -> Dataset:
         "triton_version",
     )
     columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in names}
+    # Timed rows only, as training reads them (tilecost.train.dataset): a wrong_result or crashed row has no time.
+    keep = np.isin(columns["status"].astype(str), ("ok", "hopeless"))
     if groups is not None:
         group = np.char.add(np.char.add(columns["dtype"].astype(str), "-"), columns["layout"].astype(str))
-        keep = np.isin(group, groups)
-        columns = {name: column[keep] for name, column in columns.items()}
+        keep &= np.isin(group, groups)
+    columns = {name: column[keep] for name, column in columns.items()}
     problems = ProblemArrays.from_columns(columns["m"], columns["n"], columns["k"], columns["dtype"], columns["layout"])
     features = feature_matrix(problems, ConfigArrays.from_keys(columns["config_id"]), load_device("h200"))
     return Dataset(columns, features)

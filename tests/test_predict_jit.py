@@ -134,7 +134,9 @@ def test_compiled_shortlist_features_equal_feasible_mask_and_feature_matrix(
     everything = group.everything
     members = np.sort(np.random.default_rng(0).choice(len(group.space), 40, replace=False))
 
-    for problem in _random_problems(400, seed=list(DType).index(dtype) * 2 + list(Layout).index(layout)):
+    seed = list(DType).index(dtype) * 2 + list(Layout).index(layout)
+    ragged_k = [Problem(128, 4096, 11000), Problem(512, 1024, 1032), Problem(128, 4096, 11008)]  # the miscompiled rule
+    for problem in [*_random_problems(400, seed=seed), *ragged_k]:
         problem = Problem(problem.m, problem.n, problem.k, dtype, layout)
         mask = feasible_mask(problem, everything.columns, device)
         expected = feature_matrix(problem, everything.features.take(mask), device)

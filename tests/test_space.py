@@ -421,3 +421,32 @@ def test_every_problem_beyond_one_tile_has_candidates_of_each_usable_variant(p: 
 @pytest.mark.parametrize(("m", "n", "k", "dtype"), [(16, 16, 4096, "bf16"), (1, 1, 1, "fp32"), (8, 16, 64, "fp8e4m3")])
 def test_every_valid_problem_has_candidates(m: int, n: int, k: int, dtype: str) -> None:
     assert problem_candidates(Problem(m, n, k, dtype)) != ()
+
+
+def test_configurations_triton_miscompiles_are_refused_where_k_is_not_a_multiple_of_16() -> None:
+    """ptr, BLOCK_M=32, BLOCK_K=128, 4 warps: wrong results with split-K at BLOCK_N=128 (GROUP_M=1), illegal memory
+    accesses at BLOCK_N=256, measured on the H200 where K % 16 != 0 (BENCHMARKS §2); refused there only."""
+    from tilecost.space import miscompiled_on_ragged_k
+
+    bad = [
+        TileConfig.from_key("ptr-32x128x128-g1-s2-w4-p3"),
+        TileConfig.from_key("ptr-32x128x128-g1-s16-w4-p5"),
+        TileConfig.from_key("ptr-32x256x128-g8-s1-w4-p2"),
+        TileConfig.from_key("ptr-32x256x128-g1-s1-w4-p3"),
+    ]
+    fine = [
+        TileConfig.from_key("ptr-32x128x128-g8-s2-w4-p3"),  # GROUP_M=8
+        TileConfig.from_key("ptr-32x128x128-g1-s1-w4-p3"),  # no split-K
+        TileConfig.from_key("ptr-32x128x128-g1-s2-w8-p3"),  # 8 warps
+        TileConfig.from_key("ptr-32x128x64-g1-s2-w4-p3"),  # BLOCK_K=64
+        TileConfig.from_key("tma-32x128x128-g1-s2-w4-p3"),  # descriptors
+        TileConfig.from_key("ptr-64x256x128-g1-s1-w4-p2"),  # BLOCK_M=64
+    ]
+    assert all(miscompiled_on_ragged_k(c) for c in bad) and not any(miscompiled_on_ragged_k(c) for c in fine)
+    ragged, aligned = Problem(128, 4096, 11000), Problem(128, 4096, 11008)
+    device = load_device("h200")
+    for config in bad:
+        assert "miscompiles" in (problem_infeasibility(ragged, config, device) or "")
+        assert problem_infeasibility(aligned, config, device) is None
+    assert not any(miscompiled_on_ragged_k(c) for c in problem_candidates(ragged))
+    assert sum(miscompiled_on_ragged_k(c) for c in problem_candidates(aligned)) == 20

@@ -41,6 +41,7 @@ __all__ = [
     "accumulators_per_thread",
     "config_space",
     "hardware_infeasibility",
+    "miscompiled_on_ragged_k",
     "problem_candidates",
     "problem_infeasibility",
     "smem_bytes",
@@ -205,7 +206,31 @@ def problem_infeasibility(problem: Problem, config: TileConfig, device: DeviceSp
         math.ceil(problem.m / config.block_m) == 1 or math.ceil(problem.n / config.block_n) == 1
     ):
         return "GROUP_M reorders nothing on a one-row or one-column grid"
+    if problem.k % 16 and miscompiled_on_ragged_k(config):
+        return (
+            "Triton 3.6 miscompiles this configuration on the H200 when K is not a multiple of 16 "
+            "(wrong results with split-K at BLOCK_N=128, illegal memory accesses at BLOCK_N=256)"
+        )
     return None
+
+
+def miscompiled_on_ragged_k(config: TileConfig) -> bool:
+    """Whether ``config`` is one of the pointer configurations that computed wrong results or crashed on the H200
+    (Triton 3.6.0) for problems whose K is not a multiple of 16, refused for such problems.
+
+    Found by the twenty-fourth session's collections (runs r24srf and r24kc, BENCHMARKS §2): BLOCK_M=32, BLOCK_K=128
+    and 4 warps, with BLOCK_N=128, GROUP_M=1 and SPLIT_K > 1 (relative error 2.1, the same at every stage count),
+    or with BLOCK_N=256 (an illegal memory access); 2 or 8 warps, GROUP_M=8 at BLOCK_N=128, and K a multiple of 16
+    were right on the same problems, and the kernels are right under Triton's interpreter. 144 failures on 9
+    problems (K = 1000 + 32, 3000, 10999, 11000; N a multiple of 16; bf16 and fp16), all inside this rule; of the
+    rows the dataset held for it before, 7 were correct and timed ok (never a problem's best), 2,134 hopeless."""
+    return (
+        config.variant is KernelVariant.PTR
+        and config.block_m == 32
+        and config.block_k == 128
+        and config.num_warps == 4
+        and (config.block_n == 256 or (config.block_n == 128 and config.group_m == 1 and config.split_k > 1))
+    )
 
 
 @functools.lru_cache(maxsize=4096)
