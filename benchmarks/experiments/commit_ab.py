@@ -119,6 +119,10 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seed", type=int, default=22)
+    parser.add_argument(
+        "--allow-different", action="store_true",
+        help="time versions whose answers differ by design (else 200 warm-up shapes must agree)",
+    )  # fmt: skip
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
@@ -126,11 +130,13 @@ def main() -> None:
         return
     workers = [Worker("a", checkout(args.a)), Worker("b", checkout(args.b))]
     shapes = list(itertools.islice(distinct_shapes(args.seed), 200 + args.rounds * args.shapes))
+    differ = 0
     for shape in shapes[:200]:
         answers = [w.ask(shape)[0] for w in workers]
-        assert answers[0] == answers[1], (shape, answers)
-    print(f"a = {args.a}, b = {args.b}: the same answers on 200 shapes; {args.rounds} rounds of {args.shapes} "
-          "new shapes each")  # fmt: skip
+        differ += answers[0] != answers[1]
+        assert args.allow_different or answers[0] == answers[1], (shape, answers)
+    same = "the same answers" if not differ else f"different answers on {differ} of 200 warm-up shapes (allowed)"
+    print(f"a = {args.a}, b = {args.b}: {same}; {args.rounds} rounds of {args.shapes} new shapes each")
     ratios = []
     for round_ in range(args.rounds):
         spent: dict[str, list[float]] = {"a": [], "b": []}
