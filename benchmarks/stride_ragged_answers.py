@@ -25,12 +25,14 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tilecost import Predictor, Problem  # noqa: E402
+from tilecost.space import tma_aligned  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "measurements"
 
@@ -41,6 +43,24 @@ def own_list_predictor(artifact: str | Path) -> Predictor:
     for name in predictor._shortlists:
         object.__setattr__(predictor._shortlists[name], "stride_list_id", lambda problem: None)
     return predictor
+
+
+def stride_ragged_shapes(count: int, seed: int, low_log2: float = 4.0) -> list[Problem]:
+    """``count`` random shapes of bf16, fp16 and fp32, nt and nn, whose row strides suit tensor descriptors while N or
+    K is not a multiple of 16: each extent log-uniform in 2**low_log2..2**14, N and K rounded down to a multiple of the
+    element's 16-byte step (8, or 4 for fp32), kept when the strides suit and N or K is off multiples of 16."""
+    rng = np.random.default_rng(seed)
+    out: list[Problem] = []
+    while len(out) < count:
+        dtype = ("bf16", "fp16", "fp32")[rng.integers(3)]
+        layout = ("nt", "nn")[rng.integers(2)]
+        m, n, k = (int(x) for x in np.rint(np.exp2(rng.uniform(low_log2, 14, 3))))
+        step = 4 if dtype == "fp32" else 8
+        n, k = max(step, n - n % step), max(step, k - k % step)
+        problem = Problem(m, n, k, dtype, layout)
+        if tma_aligned(problem) and (n % 16 or k % 16):
+            out.append(problem)
+    return out
 
 
 def measured(runs: list[str]) -> dict[Problem, dict[str, float]]:

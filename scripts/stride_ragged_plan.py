@@ -19,28 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.stride_ragged_answers import own_list_predictor  # noqa: E402
+from benchmarks.stride_ragged_answers import own_list_predictor, stride_ragged_shapes  # noqa: E402
 from tilecost import Predictor, Problem  # noqa: E402
-from tilecost.space import tma_aligned  # noqa: E402
-
-
-def shapes(count: int, seed: int) -> list[Problem]:
-    rng = np.random.default_rng(seed)
-    out: list[Problem] = []
-    while len(out) < count:
-        dtype = ("bf16", "fp16", "fp32")[rng.integers(3)]
-        layout = ("nt", "nn")[rng.integers(2)]
-        m, n, k = (int(x) for x in np.rint(np.exp2(rng.uniform(4, 14, 3))))
-        step = 4 if dtype == "fp32" else 8
-        n, k = max(step, n - n % step), max(step, k - k % step)
-        problem = Problem(m, n, k, dtype, layout)
-        if tma_aligned(problem) and (n % 16 or k % 16):
-            out.append(problem)
-    return out
 
 
 def entry(problem: Problem, new: Predictor, old: Predictor, top: int) -> dict[str, object]:
@@ -63,7 +45,7 @@ def main() -> None:
     name, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     top = int(sys.argv[4]) if len(sys.argv) > 4 else 32
     new, old = Predictor.load("h200", cache_size=0), own_list_predictor("h200")
-    plan = [entry(p, new, old, top) for p in shapes(count, seed)]
+    plan = [entry(p, new, old, top) for p in stride_ragged_shapes(count, seed)]
     path = Path(__file__).resolve().parents[1] / "datasets" / "plans" / f"{name}.json"
     path.write_text(json.dumps(plan, indent=1) + "\n")
     print(f"{path}: {len(plan)} problems, {sum(len(e['only']['config_id']) for e in plan)} pairs")  # type: ignore[index]

@@ -35,26 +35,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.stride_ragged_answers import stride_ragged_shapes  # noqa: E402
 from tests.test_predict_fixture import load_dataset  # noqa: E402
 from tilecost import Predictor, Problem  # noqa: E402
 from tilecost.predict import shortlist  # noqa: E402
-from tilecost.space import tma_aligned  # noqa: E402
 
 
 def random_shapes(count: int, seed: int) -> list[Problem]:
-    """Shapes with 16-byte strides and N or K off multiples of 16, log-uniform 64..16384 per extent."""
-    rng = np.random.default_rng(seed)
-    out: list[Problem] = []
-    while len(out) < count:
-        dtype = ("bf16", "fp16", "fp32")[rng.integers(3)]
-        layout = ("nt", "nn")[rng.integers(2)]
-        m, n, k = (int(x) for x in np.rint(np.exp2(rng.uniform(6, 14, 3))))
-        step = 4 if dtype == "fp32" else 8
-        n, k = max(step, n - n % step), max(step, k - k % step)
-        problem = Problem(m, n, k, dtype, layout)
-        if tma_aligned(problem) and (n % 16 or k % 16):
-            out.append(problem)
-    return out
+    """Such shapes, log-uniform 64..16384 per extent."""
+    return stride_ragged_shapes(count, seed, low_log2=6.0)
 
 
 def answers(predictor: Predictor, problems: list[Problem]) -> list[tuple[bool, float, str]]:
