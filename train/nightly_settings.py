@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tilecost.collect.plans import plan_family
+from tilecost.collect.store import is_shipped_dataset
 from tilecost.errors import TilecostError
 from tilecost.problem import DType, Layout
 
@@ -146,7 +147,7 @@ class NightlySettings:
             raise ValueError(f"shard={self.shard}: need (index, count) with 0 <= index < count")
         if self.gpus is not None and self.shard is not None and self.gpus != 1:
             raise ValueError("give either shard (one GPU per task) or gpus (one process per GPU here), not both")
-        if self.simulated and "://" not in self.dataset and _is_shipped(Path(self.dataset)):
+        if self.simulated and is_shipped_dataset(self.dataset):
             raise ValueError(
                 f"dataset={self.dataset!r}: the simulated backend may not write into the shipped dataset; "
                 "pass a scratch directory"
@@ -196,14 +197,6 @@ class NightlySettings:
     @property
     def label(self) -> str:
         return "SIMULATED" if self.simulated else "real"
-
-
-def _is_shipped(path: Path) -> bool:
-    """The repository's dataset, by the working directory or by this package's location."""
-    import tilecost
-
-    candidates = {SHIPPED_DATASET.resolve(), (Path(tilecost.__file__).resolve().parents[1] / SHIPPED_DATASET)}
-    return path.resolve() in candidates
 
 
 def _same_store(a: str, b: str) -> bool:
