@@ -425,7 +425,7 @@ def test_every_valid_problem_has_candidates(m: int, n: int, k: int, dtype: str) 
 
 def test_configurations_triton_miscompiles_are_refused_where_k_is_not_a_multiple_of_16() -> None:
     """ptr, BLOCK_M=32, BLOCK_K=128, 4 warps: wrong results with split-K at BLOCK_N=128 (GROUP_M=1), illegal memory
-    accesses at BLOCK_N=256, measured on the H200 where K % 16 != 0 (BENCHMARKS §2); refused there only."""
+    accesses at BLOCK_N=256, measured on the H200 where K % 16 != 0 (BENCHMARKS §1); refused there only."""
     from tilecost.space import miscompiled_on_ragged_k
 
     bad = [

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tilecost.collect.backend import CUDA_BACKEND
+from tilecost.collect.store import SHIPPED_DATASET  # relative to the working directory: run from the repository
 from tilecost.problem import DType, Layout
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
     "shard_from_env",
 ]
 
-SHIPPED_DATASET = Path("datasets/measurements")  # relative to the working directory: run from the repository
 DEFAULT_FAMILIES = {"random": 40, "layers": 40, "decode": 20, "unaligned": 20}
 
 

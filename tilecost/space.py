@@ -218,7 +218,7 @@ def miscompiled_on_ragged_k(config: TileConfig) -> bool:
     """Whether ``config`` is one of the pointer configurations that computed wrong results or crashed on the H200
     (Triton 3.6.0) for problems whose K is not a multiple of 16, refused for such problems.
 
-    Found by the twenty-fourth session's collections (runs r24srf and r24kc, BENCHMARKS §2): BLOCK_M=32, BLOCK_K=128
+    Found by the twenty-fourth session's collections (runs r24srf and r24kc, BENCHMARKS §1): BLOCK_M=32, BLOCK_K=128
     and 4 warps, with BLOCK_N=128, GROUP_M=1 and SPLIT_K > 1 (relative error 2.1, the same at every stage count),
     or with BLOCK_N=256 (an illegal memory access); 2 or 8 warps, GROUP_M=8 at BLOCK_N=128, and K a multiple of 16
     were right on the same problems, and the kernels are right under Triton's interpreter. 144 failures on 9

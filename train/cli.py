@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tilecost.cli import dtypes_arg, layouts_arg
+from tilecost.collect.store import SHIPPED_DATASET
 
 __all__ = ["register", "registered_model_errors"]
-
-SHIPPED_DATASET = "datasets/measurements"
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -38,7 +37,7 @@ def _param(text: str) -> tuple[str, Any]:
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default=SHIPPED_DATASET,
+    p.add_argument("--dataset", default=str(SHIPPED_DATASET),
                    help="dataset root, a path or pyarrow URI (default %(default)s: the shipped dataset)")  # fmt: skip
     p.add_argument("--device-class", default="h200", help="device class to read (default %(default)s)")
     p.add_argument("--dtypes", type=dtypes_arg, default=None, help="e.g. bf16,fp16 (default: all)")

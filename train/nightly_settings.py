@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tilecost.collect.backend import CUDA_BACKEND, is_simulated_backend
 from tilecost.collect.plans import plan_family
-from tilecost.collect.store import is_shipped_dataset
+from tilecost.collect.store import SHIPPED_DATASET, is_shipped_dataset
 from tilecost.errors import TilecostError
 from tilecost.problem import DType, Layout
 
@@ -33,8 +34,6 @@ __all__ = [
     "is_simulated_backend",
 ]
 
-CUDA_BACKEND = "tilecost.collect.backend:cuda_backend"
-SHIPPED_DATASET = Path("datasets/measurements")
 DEFAULT_FAMILIES = (("random", 4), ("layers", 2), ("decode", 2), ("unaligned", 2))
 
 
@@ -70,11 +69,6 @@ class Step(enum.Enum):
 class ExportMode(enum.Enum):
     FULL = "full"  # export the predictor artifact (with the predictor's precomputation) when promoted
     SKIP = "skip"  # never export; the MLflow registry holds the booster
-
-
-def is_simulated_backend(backend: str) -> bool:
-    """Whether a backend path names a simulated timer (the collector's own test: the word in the path)."""
-    return "simulated" in backend.lower()
 
 
 @dataclass(frozen=True)
