@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.errors import UnsupportedError
 from tilecost.problem import DType, Layout, Problem
-from tilecost.space import tma_aligned
+from tilecost.space import MAX_OPERAND_ELEMENTS, tma_aligned
 
 REDUCE_BLOCK = 1024  # elements per block of the split-K reduction
 
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["BoundMatmul", "KernelInfo", "bind", "matmul", "problem_of", "torch_dtype", "torch_out_dtype"]
-
-# int32 offsets inside the kernels: every operand and the split-K workspace must index below 2**31.
-_MAX_ELEMENTS = 2**31 - 1
-
 
 def torch_dtype(dtype: DType) -> torch.dtype:
     """The torch input dtype of a tilecost dtype."""
@@ -122,7 +118,7 @@ class BoundMatmul:
         elif tuple(out.shape) != (m, n) or out.dtype != out_dtype or not out.is_contiguous():
             raise ValueError(f"out must be a contiguous {m}×{n} {out_dtype} tensor, got {tuple(out.shape)} {out.dtype}")
         largest = max(m * k, k * n, m * n * config.split_k)
-        if largest > _MAX_ELEMENTS:
+        if largest > MAX_OPERAND_ELEMENTS:  # int32 offsets inside the kernels, the split-K workspace's too
             raise UnsupportedError(f"{problem}: an operand or workspace of {largest} elements exceeds 2**31 - 1")
         if config.variant is KernelVariant.TMA and not tma_aligned(problem):
             raise UnsupportedError(f"{problem}: tensor descriptors need 16-byte aligned row strides ({config.key})")

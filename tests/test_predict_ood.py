@@ -75,7 +75,7 @@ def test_the_operand_limit_is_the_launcher_s() -> None:
     from tilecost.collect import launch
     from tilecost.space import MAX_OPERAND_ELEMENTS
 
-    assert MAX_OPERAND_ELEMENTS == launch._MAX_ELEMENTS == LIMIT
+    assert launch.MAX_OPERAND_ELEMENTS is MAX_OPERAND_ELEMENTS == LIMIT
 
 
 def test_a_training_problem_is_in_distribution(predictor: Predictor, dataset: Dataset) -> None:
