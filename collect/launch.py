@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BoundMatmul", "KernelInfo", "bind", "matmul", "problem_of", "torch_dtype", "torch_out_dtype"]
 
+
 def torch_dtype(dtype: DType) -> torch.dtype:
     """The torch input dtype of a tilecost dtype."""
     import torch
