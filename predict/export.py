@@ -49,7 +49,18 @@ from .artifact import ArtifactMetadata
 from .dispatch import fit_dispatch
 from .ood import OODChecker, answer_signals, fit_flag_rules
 from .scoring import GroupScorer, Scorer
-from .shortlist import GridSpec, ShortlistTable, build_shortlists, containment, sample_shapes, space_digest
+from .shortlist import (
+    STRIDE_SHARE,
+    GridSpec,
+    ShortlistTable,
+    build_shortlists,
+    containment,
+    sample_shapes,
+    space_digest,
+    stride_ragged,
+    stride_ragged_samples,
+    stride_steps,
+)
 from .trees import TreeEnsemble
 
 __all__ = ["PREDICTOR_FILE", "PREDICTOR_FORMAT", "SHORTLISTS_FILE", "VALIDATION_WIDTHS", "prepare_artifact_files"]
@@ -79,6 +90,7 @@ def prepare_artifact_files(
     workers: int | None = None,
     prescore_trees: int = 150,
     prescore_keep: int = 64,
+    stride_share: float = STRIDE_SHARE,
 ) -> dict[str, bytes]:
     """Files the predictor needs besides the booster, by name, for ``save_artifact``'s ``extra_files``.
 
@@ -105,7 +117,10 @@ def prepare_artifact_files(
     how often a list held the full model's best at ~17 rows scored from 68% to 76% of random shapes, and
     96,000 → 384,000 (the default since the fourth session; ~500 s of the export instead of ~130 s)
     raised agreement with scoring every candidate at the default width from 48 to 53 of 61 held-out
-    problems and from 82% to 87% of random shapes (docs/BENCHMARKS.md §5). Raises ``ArtifactError``
+    problems and from 82% to 87% of random shapes (docs/BENCHMARKS.md §5). ``stride_share`` of each group's
+    samples are added from the stride-ragged class (:func:`~.shortlist.stride_ragged_samples`; none in a group
+    without it, fp8 nn), whose 8 variants of the table's 16 get lists of their own; that share of validation shapes
+    of the class measure those lists' containment (``validation.stride_ragged``). Raises ``ArtifactError``
     when the model does not evaluate (unsupported booster,
     feature list or schema not this tilecost's).
     """
@@ -144,20 +159,36 @@ def prepare_artifact_files(
             margin_log2=margin_log2, top_n=top_n, samples=group_samples, list_width=list_width, seed=seed,
         )  # fmt: skip
         points = np.log2(np.array([[p.m, p.n, p.k] for p in problems], dtype=np.float64))
-        shapes = sample_shapes(spec, points, group_samples, seed)
-        tops = group.top_configs(_problems(shapes, first), top_n, workers=workers, prescore=coarse,
-                                 keep=max(prescore_keep, top_n))  # fmt: skip
-        table = build_shortlists(spec, shapes, tops)
+        steps = stride_steps(first.dtype, first.layout)
+        shapes = np.concatenate([
+            sample_shapes(spec, points, group_samples, seed),
+            stride_ragged_samples(spec, points, round(group_samples * stride_share), seed, steps),
+        ])  # fmt: skip
+        sampled = _problems(shapes, first)
+        tops = group.top_configs(sampled, top_n, workers=workers, prescore=coarse, keep=max(prescore_keep, top_n))
+        strided = np.array([stride_ragged(p) for p in sampled], dtype=bool)
+        table = build_shortlists(spec, shapes, tops, strided)
+        widths = [w for w in VALIDATION_WIDTHS if w <= list_width]
         checks = sample_shapes(spec, points, group_validation, seed + 1)
         best = group.top_configs(_problems(checks, first), 1, workers=workers)[:, 0]
-        contained = containment(table, checks, best, [w for w in VALIDATION_WIDTHS if w <= list_width])
+        validation: dict[str, Any] = {
+            "shapes": len(checks), "default_width": min(default_width, list_width),
+            "containment": {str(w): round(c, 4) for w, c in containment(table, checks, best, widths, first).items()},
+        }  # fmt: skip
+        stride_checks = stride_ragged_samples(spec, points, round(group_validation * stride_share), seed + 1, steps)
+        if len(stride_checks):
+            stride_best = group.top_configs(_problems(stride_checks, first), 1, workers=workers)[:, 0]
+            contained = containment(table, stride_checks, stride_best, widths, first)
+            validation["stride_ragged"] = {
+                "samples": int(strided.sum()), "shapes": len(stride_checks),
+                "containment": {str(w): round(c, 4) for w, c in contained.items()},
+            }  # fmt: skip
         rule = fit_dispatch(group, problems)
         described[name] = {
             "space_size": len(group.space),
             "space_sha256": space_digest(group.space),
             "grid": spec.to_dict(),
-            "validation": {"shapes": len(checks), "default_width": min(default_width, list_width),
-                           "containment": {str(w): round(c, 4) for w, c in contained.items()}},
+            "validation": validation,
             "dispatch": rule.to_dict(),
         }  # fmt: skip
         arrays[f"{name}.table"], arrays[f"{name}.lists"] = table.table, table.lists

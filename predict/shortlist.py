@@ -7,7 +7,12 @@ Grid. Per (dtype, layout), cells of ``step_log2`` octaves along each of log2 M, 
 from ``origin_log2``, ``shape`` cells per axis, covering the training domain with a margin; a shape
 outside is looked up in the nearest cell (it is flagged out of distribution anyway). Each cell has
 8 *variants*, one per combination of "M, N, K a multiple of 16 or not", because alignment changes
-which configurations are fast (tensor descriptors, vectorised loads: FACTS.md).
+which configurations are fast (tensor descriptors, vectorised loads: FACTS.md), and, in artifacts exported
+since the twenty-fifth session, 8 more for the same combinations of shapes whose row strides suit tensor
+descriptors while N or K is off multiples of 16 (:func:`stride_ragged`: bf16 N = 3000, K = 1000), which are
+served by ``tma`` configurations almost always and whose lists are built from their own samples
+(:func:`stride_ragged_samples`). A table of 8 variants (older artifacts) serves such a shape from the aligned
+variant's list with its own list's head added (:meth:`ShortlistTable.problem_cut`).
 
 Contents, from sample shapes (:func:`sample_shapes`): ``samples`` shapes drawn half log-uniformly
 over the grid and half around the training problems (a normal of ``near_sigma_log2`` octaves), each
@@ -47,18 +52,22 @@ from numpy.typing import NDArray
 
 from tilecost.config import TileConfig
 from tilecost.errors import ArtifactError
-from tilecost.problem import MAX_DIM, Problem
+from tilecost.problem import MAX_DIM, DType, Layout, Problem
 from tilecost.space import tma_aligned
 
 __all__ = [
     "EXTEND_FROM",
     "GridSpec",
     "ListCut",
+    "STRIDE_SHARE",
     "ShortlistTable",
     "build_shortlists",
     "containment",
     "sample_shapes",
     "space_digest",
+    "stride_ragged",
+    "stride_ragged_samples",
+    "stride_steps",
 ]
 
 _MAX_LOG2 = math.log2(MAX_DIM)
@@ -71,6 +80,11 @@ _NONE = np.empty(0, dtype=np.intp)
 # A sample counts this many times more in its own cell than in a neighbouring one.
 _OWN_CELL_WEIGHT = 8.0
 # The 27 offsets of a cell's neighbourhood, its own first.
+# The export adds this share of a group's samples drawn from the stride-ragged class (:func:`stride_ragged_samples`),
+# whose 8 variants would otherwise get what the residues 1..15 give them: 1 sample in 15 ragged extents for 16-bit
+# types (1 in 225 with N and K both ragged), so their lists held pointer configurations almost only (BENCHMARKS §5,
+# twenty-fourth and twenty-fifth sessions). The other variants keep their samples, drawn as before.
+STRIDE_SHARE = 0.25
 _NEIGHBOURHOOD = sorted(itertools.product((-1, 0, 1), repeat=3), key=lambda o: o != (0, 0, 0))
 
 
@@ -144,13 +158,31 @@ class GridSpec:
         return cls(**data)
 
 
+def stride_ragged(problem: Problem) -> bool:
+    """Whether the problem's row strides suit tensor descriptors (:func:`~tilecost.space.tma_aligned`) while N or K
+    is not a multiple of 16: bf16 N = 3000 or K = 1000, fp32 K = 1004, fp8 nt N = 3000 with K a multiple of 16."""
+    return (problem.n % 16 != 0 or problem.k % 16 != 0) and tma_aligned(problem)
+
+
+def stride_steps(dtype: DType, layout: Layout) -> tuple[int, int]:
+    """The smallest steps of N and of K whose multiples give every row stride of the group 16 bytes; 16 where only
+    multiples of 16 do (fp8's K), so the group has stride-ragged shapes only where a step is below 16."""
+
+    def step(*element_bytes: int) -> int:
+        return max(16 // math.gcd(16, b) for b in element_bytes)
+
+    n_bytes = (dtype.out_bytes, dtype.in_bytes) if layout is Layout.NN else (dtype.out_bytes,)
+    return step(*n_bytes), step(dtype.in_bytes)
+
+
 def _variant(m: int, n: int, k: int) -> int:
     return (m % 16 == 0) | (n % 16 == 0) << 1 | (k % 16 == 0) << 2
 
 
-def _variants(shapes: NDArray[np.int64]) -> NDArray[np.intp]:
+def _variants(shapes: NDArray[np.int64], strided: NDArray[np.bool_] | None = None) -> NDArray[np.intp]:
     aligned = (shapes % 16 == 0).astype(np.intp)
-    return aligned[:, 0] | aligned[:, 1] << 1 | aligned[:, 2] << 2
+    base = aligned[:, 0] | aligned[:, 1] << 1 | aligned[:, 2] << 2
+    return base if strided is None else base + 8 * np.asarray(strided, dtype=np.intp)
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,7 +200,8 @@ class ListCut:
 @dataclass(frozen=True, eq=False)
 class ShortlistTable:
     """The lists of one (dtype, layout) group: ``table[i, j, l, variant]`` indexes ``lists``, whose
-    rows hold space indices by decreasing weight, padded with -1."""
+    rows hold space indices by decreasing weight, padded with -1. ``variant`` is the alignment's 3 bits, plus 8
+    for a :func:`stride_ragged` shape where the table has 16 variants (exported since the twenty-fifth session)."""
 
     spec: GridSpec
     table: NDArray[np.int32]
@@ -180,15 +213,25 @@ class ShortlistTable:
     def __post_init__(self) -> None:
         # Members per list (rows are padded with -1 at the end), so a query cuts its list without a mask.
         object.__setattr__(self, "lengths", (self.lists >= 0).sum(axis=1).tolist())
-        if self.table.shape != (*self.spec.shape, 8):
-            raise ArtifactError(f"shortlist table has shape {self.table.shape}, the grid needs {(*self.spec.shape, 8)}")
+        if self.table.shape not in ((*self.spec.shape, 8), (*self.spec.shape, 16)):
+            raise ArtifactError(
+                f"shortlist table has shape {self.table.shape}, the grid needs {(*self.spec.shape, 8)} or 16 variants"
+            )
         if self.table.size and not (self.table.min() >= 0 and self.table.max() < len(self.lists)):
             raise ArtifactError("shortlist table refers to lists that do not exist")
+
+    @property
+    def stride_variants(self) -> bool:
+        """Whether the table has lists of their own for :func:`stride_ragged` shapes (16 variants)."""
+        return self.table.shape[-1] == 16
 
     def list_id(self, problem: Problem) -> int:
         """The list of the problem's cell (the nearest cell outside the grid) and alignment variant."""
         i, j, c = self._cell(problem)
-        return int(self.table[i, j, c, _variant(problem.m, problem.n, problem.k)])
+        variant = _variant(problem.m, problem.n, problem.k)
+        if self.stride_variants and stride_ragged(problem):
+            variant += 8
+        return int(self.table[i, j, c, variant])
 
     def _cell(self, problem: Problem) -> tuple[int, int, int]:
         """The problem's grid cell, the nearest one for a problem outside the grid."""
@@ -209,8 +252,8 @@ class ShortlistTable:
         lists hold pointer configurations almost only. On 300 random such shapes the shipped lists gave the full
         model's own best 38 times at width 8, its predicted time of the answer 1.154× its best's (geometric mean);
         adding the aligned variant's head, 123 and 1.049 (``benchmarks/experiments/stride_aligned_lists.py``,
-        BENCHMARKS §5, twenty-fourth session)."""
-        if (problem.n % 16 == 0 and problem.k % 16 == 0) or not tma_aligned(problem):
+        BENCHMARKS §5, twenty-fourth session). None for a table with lists of the class's own (16 variants)."""
+        if self.stride_variants or not stride_ragged(problem):
             return None
         i, j, c = self._cell(problem)
         return int(self.table[i, j, c, _variant(problem.m, 16, 16)])
@@ -300,6 +343,35 @@ def sample_shapes(spec: GridSpec, training_log2: NDArray[np.float64], count: int
     return np.clip(out, 1, MAX_DIM - MAX_DIM % 16)
 
 
+def stride_ragged_samples(
+    spec: GridSpec, training_log2: NDArray[np.float64], count: int, seed: int, steps: tuple[int, int]
+) -> NDArray[np.int64]:
+    """``count`` shapes of the stride-ragged class for a group whose N and K steps (:func:`stride_steps`) are
+    ``steps``, deterministic in ``seed``: :func:`sample_shapes`' draws with each N or K off multiples of 16 moved to
+    a residue that is a multiple of its step (8 for 16-bit types; 4, 8 or 12 for fp32; a multiple of 16 where the
+    step is 16), kept where N or K is still off multiples of 16. None where both steps are 16 (fp8 nn)."""
+    if min(steps) >= 16 or count <= 0:
+        return np.empty((0, 3), dtype=np.int64)
+    rng = np.random.default_rng([seed, count, 16])
+    found: list[NDArray[np.int64]] = []
+    total, draw = 0, 0
+    while total < count:
+        shapes = sample_shapes(spec, training_log2, 2 * count + 64, seed + 1000 * (draw + 1)).copy()
+        draw += 1
+        for axis, step in zip((1, 2), steps, strict=True):
+            column = shapes[:, axis]
+            ragged = column % 16 != 0
+            residue = step * rng.integers(1, max(2, 16 // step), len(column)) if step < 16 else 16
+            column[ragged] = (column - column % 16 + residue)[ragged]
+        shapes = np.clip(shapes, 1, MAX_DIM - MAX_DIM % 16)
+        keep = (shapes[:, 1] % 16 != 0) | (shapes[:, 2] % 16 != 0)
+        found.append(shapes[keep])
+        total += int(keep.sum())
+        if draw > 50:
+            raise ValueError(f"no stride-ragged shapes for steps {steps}")  # cannot happen with a step below 16
+    return np.concatenate(found)[:count]
+
+
 _ROUND_FACTORS = np.array([1, 3, 5, 7, 9])
 
 
@@ -312,14 +384,20 @@ def _round(log2: NDArray[np.float64]) -> NDArray[np.int64]:
     return np.take_along_axis(candidates, best[..., None], axis=-1)[..., 0].astype(np.int64)
 
 
-def build_shortlists(spec: GridSpec, shapes: NDArray[np.int64], tops: NDArray[np.intp]) -> ShortlistTable:
+def build_shortlists(
+    spec: GridSpec, shapes: NDArray[np.int64], tops: NDArray[np.intp], strided: NDArray[np.bool_] | None = None
+) -> ShortlistTable:
     """A group's lists from sample ``shapes`` (rows of m, n, k) and the full model's best candidates
     of each (``tops``: rows of space indices, best first, -1 padded; :meth:`GroupScorer.top_configs`).
-    See the module docstring for the weights."""
+    See the module docstring for the weights. With ``strided`` (per shape, whether it is :func:`stride_ragged`
+    in the group's dtype and layout), the table has 16 variants, the class's 8 built from its shapes alone."""
     if len(shapes) != len(tops) or not len(shapes):
         raise ValueError(f"{len(shapes)} shapes and {len(tops)} rankings: give one ranking per shape, at least one")
+    if strided is not None and len(strided) != len(shapes):
+        raise ValueError(f"{len(strided)} stride flags for {len(shapes)} shapes: give one per shape")
     grid = np.array(spec.shape)
-    cells, variants = spec.cells(shapes), _variants(shapes)
+    count = 8 if strided is None else 16
+    cells, variants = spec.cells(shapes), _variants(shapes, strided)
     ranks = np.broadcast_to(np.arange(tops.shape[1]), tops.shape)
     valid = tops >= 0
     sample = np.broadcast_to(np.arange(len(tops))[:, None], tops.shape)[valid]
@@ -330,11 +408,11 @@ def build_shortlists(spec: GridSpec, shapes: NDArray[np.int64], tops: NDArray[np
         target = cells[sample] + offset
         inside = ((target >= 0) & (target < grid)).all(axis=1)
         flat_cell = np.ravel_multi_index(target[inside].T, spec.shape)
-        keys.append((flat_cell * 8 + variants[sample][inside]) * space_size + config[inside])
+        keys.append((flat_cell * count + variants[sample][inside]) * space_size + config[inside])
         weights.append(weight[inside] * (_OWN_CELL_WEIGHT if offset == (0, 0, 0) else 1.0))
     unique, inverse = np.unique(np.concatenate(keys), return_inverse=True)
     total = np.bincount(inverse, weights=np.concatenate(weights))
-    slot, member = np.divmod(unique, space_size)  # slot = flat cell * 8 + variant
+    slot, member = np.divmod(unique, space_size)  # slot = flat cell * count + variant
     order = np.lexsort((member, -total, slot))  # per slot: heaviest first, ties to the lower index
     slot, member = slot[order], member[order]
     starts = np.flatnonzero(np.r_[True, slot[1:] != slot[:-1]])
@@ -345,22 +423,26 @@ def build_shortlists(spec: GridSpec, shapes: NDArray[np.int64], tops: NDArray[np
     rows = np.full((len(filled), spec.list_width), -1, dtype=np.int32)
     rows[np.searchsorted(filled, slot), position] = member
     rows, list_of_filled = np.unique(rows, axis=0, return_inverse=True)
-    flat_table = np.full(int(np.prod(grid)) * 8, -1, dtype=np.int32)
+    flat_table = np.full(int(np.prod(grid)) * count, -1, dtype=np.int32)
     flat_table[filled] = list_of_filled.ravel()
-    table = flat_table.reshape(-1, 8)
+    table = flat_table.reshape(-1, count)
     _fill_from_nearest(table, spec)
-    return ShortlistTable(spec, table.reshape(*spec.shape, 8), rows)
+    return ShortlistTable(spec, table.reshape(*spec.shape, count), rows)
 
 
 def _fill_from_nearest(table: NDArray[np.int32], spec: GridSpec) -> None:
-    """Give each empty (cell, variant) the list of the nearest filled cell of that variant (of any
-    variant when none has one), in place; ``table`` is (cells, 8)."""
+    """Give each empty (cell, variant) the list of the nearest filled cell of that variant, in place; ``table`` is
+    (cells, 8 or 16). A variant with no list anywhere takes, per cell, its alignment's plain variant (a stride-ragged
+    variant no shape of the group can be in: N and K multiples of 16, or fp8 nn), else any variant's."""
     axes = [np.arange(s, dtype=np.float64) for s in spec.shape]
     centres = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
     any_filled = (table >= 0).any(axis=1)
-    for variant in range(8):
+    for variant in range(table.shape[1]):  # the plain variants first: a stride variant may borrow theirs
         column = table[:, variant]
         donors = np.flatnonzero(column >= 0)
+        if not len(donors) and variant >= 8 and (table[:, variant - 8] >= 0).all():
+            column[:] = table[:, variant - 8]
+            continue
         source = column if len(donors) else table.max(axis=1)
         if not len(donors):
             donors = np.flatnonzero(any_filled)
@@ -372,11 +454,17 @@ def _fill_from_nearest(table: NDArray[np.int32], spec: GridSpec) -> None:
 
 
 def containment(
-    table: ShortlistTable, shapes: NDArray[np.int64], best: NDArray[np.intp], widths: Sequence[int]
+    table: ShortlistTable,
+    shapes: NDArray[np.int64],
+    best: NDArray[np.intp],
+    widths: Sequence[int],
+    like: Problem | None = None,
 ) -> dict[int, float]:
     """How often each shape's best configuration (``best``: a space index per row of ``shapes``) is
-    among the first ``width`` members of its list, per width; also the mean list length scored."""
-    ids = [table.list_id(Problem(int(m), int(n), int(k))) for m, n, k in shapes]
+    among the first ``width`` members of its list, per width. ``like`` gives the group's dtype and layout (bf16 nt
+    by default), which decide the stride-ragged variants."""
+    dtype, layout = (like.dtype, like.layout) if like is not None else (DType.BF16, Layout.NT)
+    ids = [table.list_id(Problem(int(m), int(n), int(k), dtype, layout)) for m, n, k in shapes]
     lists = table.lists[ids]
     found = lists == np.asarray(best)[:, None]
     rank = np.where(found.any(axis=1), found.argmax(axis=1), lists.shape[1])

@@ -50,9 +50,10 @@ class ShortlistArchive(Mapping[str, ShortlistTable]):
                                 f"{name}: {group}.{part} is a {dtype} array of shape {shape}; "
                                 f"a {ndim}-d integer array is needed"
                             )
-                        if part == "table" and shape != (*grid.shape, 8):
+                        if part == "table" and shape not in ((*grid.shape, 8), (*grid.shape, 16)):
                             raise ArtifactError(
-                                f"{name}: {group}.table has shape {shape}, the grid needs {(*grid.shape, 8)}"
+                                f"{name}: {group}.table has shape {shape}, the grid needs {(*grid.shape, 8)} "
+                                "or 16 variants"
                             )
         except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
             raise ArtifactError(f"{name} is malformed: {exc!r}") from exc

@@ -16,6 +16,7 @@ from tilecost import KernelVariant, OODReason, OODVerdict, Prediction, Predictor
 from tilecost.errors import ArtifactError
 from tilecost.predict import predictor as predictor_module
 from tilecost.predict.scoring import SMALL_HEAD
+from tilecost.predict.shortlist import ShortlistTable
 
 from . import test_predict_fixture as fixtures
 from .test_predict_fixture import Dataset
@@ -269,25 +270,48 @@ def test_another_device_or_triton_is_answered_by_the_model_not_by_measurements(
     assert other_triton.source is Source.MODEL and OODReason.TRITON_VERSION_MISMATCH in other_triton.ood.reasons
 
 
-def test_a_shape_whose_strides_suit_descriptors_also_scores_the_aligned_variant_s_head(predictor: Predictor) -> None:
-    """N or K a multiple of 8 but not of 16 (bf16: 16-byte strides, so ``tma`` configurations are feasible) reads
-    the aligned variant's list, whose samples could use ``tma``, with its own list's head added to the head."""
+def test_a_shape_whose_strides_suit_descriptors_reads_its_class_s_own_list(predictor: Predictor) -> None:
+    """N or K a multiple of 8 but not of 16 (bf16: 16-byte strides, so ``tma`` configurations are feasible): since
+    the twenty-fifth session's export, such a shape has a variant of its own, built from samples of the class."""
     table = predictor._group(tilecost.DType.BF16, tilecost.Layout.NT).shortlist
-    assert table is not None
+    assert table is not None and table.stride_variants
+    strided = Problem(4000, 3000, 1000)
+    cell = table._cell(strided)
+
+    assert _plain_variant(strided) == 1  # M a multiple of 16, N and K not
+    assert table.list_id(strided) == table.table[(*cell, 8 + 1)]  # the stride class's variant of that alignment
+    assert table.list_id(Problem(4000, 3001, 1001)) == table.table[(*cell, 1)]  # the same alignment, odd strides
+    assert table.list_id(Problem(4000, 3008, 1000)) == table.table[(*cell, 8 + 1 + 2)]  # N aligned too
+    assert table.stride_list_id(strided) is None
+    key, cut = table.problem_cut(strided, 8)
+    assert key == table.list_id(strided) and list(cut.head) == list(table.cut(key, 8).head)
+    for plain in (Problem(4000, 3008, 1008), Problem(4000, 3001, 1000), Problem(4000, 3000, 1000, "fp8e4m3")):
+        assert table.list_id(plain) == table.table[(*cell, _plain_variant(plain))]
+
+
+def test_an_older_table_of_8_variants_adds_the_aligned_variant_s_head(predictor: Predictor) -> None:
+    """Artifacts exported before the twenty-fifth session have 8 variants: a stride-ragged shape reads the aligned
+    variant's list, whose samples could use ``tma``, with its own list's head added to the head."""
+    exported = predictor._group(tilecost.DType.BF16, tilecost.Layout.NT).shortlist
+    assert exported is not None
+    table = ShortlistTable(exported.spec, np.ascontiguousarray(exported.table[..., :8]), exported.lists)
     strided = Problem(4000, 3000, 1000)
 
     other = table.stride_list_id(strided)
     key, cut = table.problem_cut(strided, 8)
 
+    assert not table.stride_variants
     assert other is not None and other != table.list_id(strided) == table.list_id(Problem(4000, 3001, 1001))
     assert other == table.list_id(Problem(4000, 3008, 1008))  # the aligned variant of the same cell
     assert key == (other, table.list_id(strided))
     own, aligned = table.cut(table.list_id(strided), 8).head, table.cut(other, 8).head
     assert set(cut.head) == set(own) | set(aligned) and list(cut.head) == sorted(cut.head)
-    scored = {table_config(predictor, i) for i in (*cut.head, *cut.tail)}  # the tail too when the best sits late
-    assert predictor.predict_best(strided, measured=False).config in scored
     for plain in (Problem(4000, 3008, 1008), Problem(4000, 3001, 1000), Problem(4000, 3000, 1000, "fp8e4m3")):
         assert table.stride_list_id(plain) is None  # aligned already; an odd N; fp8 needs K % 16 == 0
+
+
+def _plain_variant(problem: Problem) -> int:
+    return (problem.m % 16 == 0) | (problem.n % 16 == 0) << 1 | (problem.k % 16 == 0) << 2
 
 
 def table_config(predictor: Predictor, index: int) -> TileConfig:

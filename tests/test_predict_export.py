@@ -15,7 +15,17 @@ from tilecost.errors import ArtifactError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.predict import ArtifactMetadata, TreeEnsemble, prepare_artifact_files, training_domain
 from tilecost.predict.scoring import GroupScorer
-from tilecost.predict.shortlist import GridSpec, ShortlistTable, build_shortlists, containment, sample_shapes
+from tilecost.predict.shortlist import (
+    STRIDE_SHARE,
+    GridSpec,
+    ShortlistTable,
+    build_shortlists,
+    containment,
+    sample_shapes,
+    stride_ragged,
+    stride_ragged_samples,
+    stride_steps,
+)
 
 from . import test_predict_fixture as fixtures
 
@@ -59,9 +69,12 @@ def test_numpy_export_is_deterministic_and_complete(model_json: bytes, metadata:
     assert 1 <= len(group["dispatch"]["configs"]) <= 4
     assert group["validation"]["shapes"] == 8 and group["validation"]["default_width"] == 4
     assert set(group["validation"]["containment"]) == {"4", "8"}
+    stride = group["validation"]["stride_ragged"]  # the class's own samples and validation shapes
+    assert stride["samples"] >= round(TINY["samples"] * STRIDE_SHARE) and stride["shapes"] == 2
+    assert set(stride["containment"]) == {"4", "8"}
     assert "ood" not in header  # metadata.ood carries no held-out fractions to fit rules on
     with np.load(io.BytesIO(first["shortlists.npz"]), allow_pickle=False) as arrays:
-        assert arrays["bf16-nt.table"].shape == (1, 1, 1, 8)
+        assert arrays["bf16-nt.table"].shape == (1, 1, 1, 16)  # 8 alignment variants, each also stride-ragged
         assert arrays["bf16-nt.lists"].shape[1] == 8
 
 
@@ -241,3 +254,59 @@ def test_grids_cover_the_domain_with_a_margin() -> None:
     assert covering([30.0] * 3, [31.0] * 3, 5.0).shape == (6, 6, 6)  # 25..log2(2**31 - 1)
     with pytest.raises(ValueError, match="step_log2 > 0"):
         GridSpec((0.0,) * 3, 0.0, (1, 1, 1), 1, 1, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "steps"),
+    [("bf16", "nt", (8, 8)), ("fp16", "nn", (8, 8)), ("fp32", "nt", (4, 4)), ("fp32", "nn", (4, 4)),
+     ("fp8e4m3", "nt", (8, 16)), ("fp8e4m3", "nn", (16, 16))],
+)  # fmt: skip
+def test_stride_steps_are_what_16_byte_row_strides_need(dtype: str, layout: str, steps: tuple[int, int]) -> None:
+    assert stride_steps(DType(dtype), Layout(layout)) == steps
+    n_step, k_step = steps
+    # The step's multiples off 16 are stride-ragged, the extents between them are not.
+    if n_step < 16:
+        assert stride_ragged(Problem(100, 48 + n_step, 64, dtype, layout))
+        assert not stride_ragged(Problem(100, 48 + n_step // 2, 64, dtype, layout))
+    if k_step < 16:
+        assert stride_ragged(Problem(100, 64, 48 + k_step, dtype, layout))
+        assert not stride_ragged(Problem(100, 64, 48 + k_step // 2, dtype, layout))
+    assert not stride_ragged(Problem(100, 64, 64, dtype, layout))  # aligned: the plain variants
+
+
+@pytest.mark.parametrize(("dtype", "layout"), [("bf16", "nt"), ("fp32", "nn"), ("fp8e4m3", "nt"), ("fp8e4m3", "nn")])
+def test_stride_ragged_samples_are_all_of_the_class(dtype: str, layout: str) -> None:
+    spec = GridSpec((0.0, 4.0, 4.0), 2.0, (6, 5, 5), top_n=1, samples=1000, list_width=1, seed=0)
+    training = np.log2(np.array([[64.0, 4096.0, 4096.0]]))
+    steps = stride_steps(DType(dtype), Layout(layout))
+
+    shapes = stride_ragged_samples(spec, training, 500, 7, steps)
+
+    if steps == (16, 16):
+        assert shapes.shape == (0, 3)  # fp8 nn: no shape has 16-byte strides with N or K off multiples of 16
+        return
+    assert shapes.shape == (500, 3) and np.array_equal(shapes, stride_ragged_samples(spec, training, 500, 7, steps))
+    assert all(stride_ragged(Problem(int(m), int(n), int(k), dtype, layout)) for m, n, k in shapes)
+    assert (shapes[:, 0] % 16 != 0).any() and (shapes[:, 0] % 16 == 0).any()  # M as sample_shapes draws it
+    for axis, step in zip((1, 2), steps, strict=True):
+        residues = set((shapes[:, axis] % 16).tolist())
+        assert residues <= set(range(0, 16, step)) and (step == 16 or residues - {0})
+
+
+def test_stride_ragged_shapes_get_lists_of_their_own() -> None:
+    # One cell; bf16 nt. 24 and 40 are 8-aligned (stride-ragged in bf16), 17 is not: same alignment bits, two lists.
+    spec = GridSpec((0.0, 4.0, 4.0), 40.0, (1, 1, 1), top_n=2, samples=4, list_width=3, seed=0)
+    shapes = np.array([[3, 24, 24], [5, 40, 24], [3, 17, 17], [5, 17, 19]])
+    strided = np.array([stride_ragged(Problem(*map(int, s))) for s in shapes])
+    tops = np.array([[7, 9], [7, 8], [1, 2], [2, -1]])
+
+    table = build_shortlists(spec, shapes, tops, strided)
+
+    assert strided.tolist() == [True, True, False, False] and table.stride_variants
+    assert table.lists[table.list_id(Problem(9, 40, 40))].tolist() == [7, 8, 9]  # the class's samples alone (8, 9 tie)
+    assert table.lists[table.list_id(Problem(9, 17, 33))].tolist() == [2, 1, -1]  # the plain variant's
+    # A stride variant without samples (N ragged, K aligned here) takes its alignment's plain list.
+    assert table.list_id(Problem(9, 40, 32)) == table.list_id(Problem(9, 33, 32))
+    assert table.stride_list_id(Problem(9, 40, 40)) is None  # no aligned list added: its own is built for it
+    with pytest.raises(ValueError, match="stride flags"):
+        build_shortlists(spec, shapes, tops, strided[:2])
