@@ -1,12 +1,13 @@
-"""The shipped model's held-out figures on each held-out set apart: the first 78 problems and the ninth
-session's second set (the problems of ``datasets/plans/2026-11-30-heldout-b-*.json`` that the dataset holds).
+"""The shipped model's held-out figures on each held-out set apart: the first 78 problems, the ninth
+session's second set (the problems of ``datasets/plans/2026-11-30-heldout-b-*.json`` that the dataset holds) and the
+twenty-fifth session's third, stride-ragged shapes (``datasets/plans/2026-12-02-s25-stride-ragged-heldout.json``).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements]      (~40 s, 2 cores)
 
 The model is fitted exactly as ``tilecost train`` fits it (the shipped settings, every training problem);
 held-out problems are never trained on, so adding a held-out set changes the figures' basis, not the model.
 Prints, per set, the summary line of the evaluation table (top-1 geometric mean and worst problem, top-5,
-Kendall tau, the baselines) with its bootstrap interval, then the second set's table per problem.
+Kendall tau, the baselines) with its bootstrap interval, then the second and third sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def second_set_keys() -> set[str]:
+def second_set_keys(pattern: str = "datasets/plans/2026-11-30-heldout-b-*.json") -> set[str]:
+    """The problem keys of the plans matching ``pattern`` (the second set's by default)."""
     from tilecost.problem import Problem
 
     keys = set()
-    for path in sorted(glob.glob(str(REPO / "datasets/plans/2026-11-30-heldout-b-*.json"))):
+    for path in sorted(glob.glob(str(REPO / pattern))):
         for e in json.loads(Path(path).read_text()):
             keys.add(Problem(e["m"], e["n"], e["k"], e["dtype"], e["layout"]).key)
     return keys
@@ -46,10 +48,13 @@ def main() -> int:
     train, heldout = split_by_role(load_measurements(args.dataset, args.device_class))
     model = fit_rows(CostModel(), train, device)
     second = second_set_keys()
+    third = second_set_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json")
     sets = {
         "all held-out": heldout,
-        "first set": heldout[~heldout.problem_key.isin(second)],
+        "first set": heldout[~heldout.problem_key.isin(second | third)],
         "second set (s9)": heldout[heldout.problem_key.isin(second)],
+        "third (s25)": heldout[heldout.problem_key.isin(third)],
+        "first + second": heldout[~heldout.problem_key.isin(third)],
     }
     results = {}
     for name, frame in sets.items():
@@ -66,9 +71,10 @@ def main() -> int:
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
         )
-    if "second set (s9)" in results:
-        print()
-        print(results["second set (s9)"].table())
+    for name in ("second set (s9)", "third (s25)"):
+        if name in results:
+            print(f"\n{name}:")
+            print(results[name].table())
     return 0
 
 
