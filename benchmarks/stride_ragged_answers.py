@@ -10,9 +10,13 @@ union of the full model's 32 fastest, both lists' first 8 and both predictors' a
 ``datasets/plans/2026-12-02-s24-stride-ragged*.json``, ``scripts/stride_ragged_plan.py``), so every answer compared
 here was measured. Per problem: the best time measured, and best / measured time of
 
-* ``own``: the predictor with its own variant's list alone (until this session);
-* ``both``: the predictor now;
+* ``own``: the predictor with its own variant's list alone (until the twenty-fourth session);
+* ``both``: the predictor with the aligned variant's head added (the twenty-fourth session's artifacts); for an
+  artifact whose lists were built for the class at export (16 variants, since the twenty-fifth session) ``own`` and
+  ``both`` are the same predictor, its own list being the class's;
 * ``full``: the full model scoring every candidate.
+
+The twenty-fifth session's held-out set (run r25srh) was measured over every candidate, so its best is the best.
 
 A ``hopeless`` row (screened out as far slower than the problem's best) counts with its screening time. Prints one
 line per problem and the geometric means.

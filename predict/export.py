@@ -171,7 +171,7 @@ def prepare_artifact_files(
         widths = [w for w in VALIDATION_WIDTHS if w <= list_width]
         checks = sample_shapes(spec, points, group_validation, seed + 1)
         best = group.top_configs(_problems(checks, first), 1, workers=workers)[:, 0]
-        validation: dict[str, Any] = {
+        checked: dict[str, Any] = {
             "shapes": len(checks), "default_width": min(default_width, list_width),
             "containment": {str(w): round(c, 4) for w, c in containment(table, checks, best, widths, first).items()},
         }  # fmt: skip
@@ -179,7 +179,7 @@ def prepare_artifact_files(
         if len(stride_checks):
             stride_best = group.top_configs(_problems(stride_checks, first), 1, workers=workers)[:, 0]
             contained = containment(table, stride_checks, stride_best, widths, first)
-            validation["stride_ragged"] = {
+            checked["stride_ragged"] = {
                 "samples": int(strided.sum()), "shapes": len(stride_checks),
                 "containment": {str(w): round(c, 4) for w, c in contained.items()},
             }  # fmt: skip
@@ -188,7 +188,7 @@ def prepare_artifact_files(
             "space_size": len(group.space),
             "space_sha256": space_digest(group.space),
             "grid": spec.to_dict(),
-            "validation": validation,
+            "validation": checked,
             "dispatch": rule.to_dict(),
         }  # fmt: skip
         arrays[f"{name}.table"], arrays[f"{name}.lists"] = table.table, table.lists

@@ -78,6 +78,21 @@ def test_numpy_export_is_deterministic_and_complete(model_json: bytes, metadata:
         assert arrays["bf16-nt.lists"].shape[1] == 8
 
 
+def test_every_group_gets_its_lists_and_validation(model_json: bytes, metadata: ArtifactMetadata) -> None:
+    """Groups of the training domain each get lists; fp8 nn, which has no stride-ragged shape, no class validation."""
+    problems = [*PROBLEMS, Problem(512, 1024, 1000, "fp32", "nn"), Problem(256, 2048, 2048, "fp8e4m3", "nn")]
+    several = ArtifactMetadata(**{**asdict(metadata), "domain": training_domain(problems)})
+
+    files = prepare_artifact_files(model_json, several, **TINY)
+
+    groups = json.loads(files["predictor.json"])["groups"]
+    assert set(groups) == {"bf16-nt", "fp32-nn", "fp8e4m3-nn"}
+    assert "stride_ragged" in groups["fp32-nn"]["validation"]
+    assert "stride_ragged" not in groups["fp8e4m3-nn"]["validation"]
+    with np.load(io.BytesIO(files["shortlists.npz"]), allow_pickle=False) as arrays:
+        assert all(arrays[f"{name}.table"].shape[-1] == 16 for name in groups)
+
+
 def test_a_scorer_must_be_the_same_model(model_json: bytes, metadata: ArtifactMetadata) -> None:
     with pytest.raises(ArtifactError, match="scorer's predictions differ"):
         prepare_artifact_files(model_json, metadata, scorer=lambda x: np.zeros(len(x)), **TINY)
