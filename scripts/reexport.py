@@ -1,0 +1,46 @@
+"""Re-export an artifact's predictor files (shortlists, dispatch rules, model-side OOD rules) for the same booster.
+
+    .venv/bin/python scripts/reexport.py SOURCE_ARTIFACT TARGET_DIR      (~25 min on this 2-core machine)
+
+Keeps the booster, the sidecar's fields (device, Triton, domain, training record, the shape-side OOD calibration
+and each held-out problem's top-1) and ``measured.json`` exactly; recomputes what
+:func:`tilecost.predict.prepare_artifact_files` writes with today's code, scoring with the booster's
+``inplace_predict`` as ``tilecost train --export-dir`` does. For a change of the predictor's precomputation
+(the twenty-fifth session's stride-ragged lists) without a retrained model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import xgboost as xgb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tilecost.predict.artifact import load_artifact  # noqa: E402
+from tilecost.train.export import MEASURED_FILE, export_artifact  # noqa: E402
+
+
+def main() -> None:
+    source, target = Path(sys.argv[1]), Path(sys.argv[2])
+    metadata, files = load_artifact(source)
+    model = files[metadata.model_file]
+    booster = xgb.Booster(model_file=bytearray(model))
+    booster.set_param({"nthread": 1})
+    main_trees = booster.num_boosted_rounds() - metadata.level_trees
+
+    def scorer(x: np.ndarray) -> np.ndarray:
+        return booster.inplace_predict(x, iteration_range=(0, main_trees))
+
+    measured = json.loads(files[MEASURED_FILE])
+    fresh = dataclasses.replace(metadata, files={})
+    path, written = export_artifact(target, model, fresh, measured, scorer=scorer)
+    print(f"re-exported {source} into {path}: {', '.join(written)}")
+
+
+if __name__ == "__main__":
+    main()
