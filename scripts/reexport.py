@@ -1,6 +1,9 @@
 """Re-export an artifact's predictor files (shortlists, dispatch rules, model-side OOD rules) for the same booster.
 
-    .venv/bin/python scripts/reexport.py SOURCE_ARTIFACT TARGET_DIR      (~25 min on this 2-core machine)
+    .venv/bin/python scripts/reexport.py SOURCE_ARTIFACT TARGET_DIR [SETTINGS_JSON]     (~25 min on this 2-core machine)
+
+``SETTINGS_JSON``: keyword arguments of :func:`~tilecost.predict.prepare_artifact_files` (e.g. ``'{"samples": 400}'``);
+the defaults, which ``tilecost train --export-dir`` uses, without it.
 
 Keeps the booster, the sidecar's fields (device, Triton, domain, training record, the shape-side OOD calibration
 and each held-out problem's top-1) and ``measured.json`` exactly; recomputes what
@@ -25,8 +28,12 @@ from tilecost.predict.artifact import load_artifact  # noqa: E402
 from tilecost.train.export import MEASURED_FILE, export_artifact  # noqa: E402
 
 
-def main() -> None:
-    source, target = Path(sys.argv[1]), Path(sys.argv[2])
+def main(argv: list[str] | None = None) -> Path:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (2, 3):
+        raise SystemExit(__doc__)
+    source, target = Path(args[0]), Path(args[1])
+    settings = json.loads(args[2]) if len(args) == 3 else None
     metadata, files = load_artifact(source)
     model = files[metadata.model_file]
     booster = xgb.Booster(model_file=bytearray(model))
@@ -38,8 +45,9 @@ def main() -> None:
 
     measured = json.loads(files[MEASURED_FILE])
     fresh = dataclasses.replace(metadata, files={})
-    path, written = export_artifact(target, model, fresh, measured, scorer=scorer)
+    path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings)
     print(f"re-exported {source} into {path}: {', '.join(written)}")
+    return path
 
 
 if __name__ == "__main__":

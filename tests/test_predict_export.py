@@ -14,6 +14,7 @@ from tilecost import DType, Layout, Problem, load_device
 from tilecost.errors import ArtifactError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.predict import ArtifactMetadata, TreeEnsemble, prepare_artifact_files, training_domain
+from tilecost.predict.artifact import load_artifact
 from tilecost.predict.scoring import GroupScorer
 from tilecost.predict.shortlist import (
     STRIDE_SHARE,
@@ -325,3 +326,31 @@ def test_stride_ragged_shapes_get_lists_of_their_own() -> None:
     assert table.stride_list_id(Problem(9, 40, 40)) is None  # no aligned list added: its own is built for it
     with pytest.raises(ValueError, match="stride flags"):
         build_shortlists(spec, shapes, tops, strided[:2])
+
+
+def test_a_re_export_keeps_booster_sidecar_and_measurements_and_rebuilds_the_lists(
+    artifact: Path, tmp_path: Path
+) -> None:
+    """``scripts/reexport.py``: the same model, sidecar fields and measured answers; new predictor files."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reexport", Path(__file__).parents[1] / "scripts" / "reexport.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    settings = {"step_log2": 40.0, "samples": 48, "validation": 8, "list_width": 8, "default_width": 4}
+
+    path = module.main([str(artifact), str(tmp_path / "again"), json.dumps(settings)])
+
+    before, old = load_artifact(artifact)
+    after, new = load_artifact(path)
+    assert new[after.model_file] == old[before.model_file]
+    assert json.loads(new["measured.json"]) == json.loads(old["measured.json"])
+    assert asdict(after) | {"files": {}} == asdict(before) | {"files": {}}
+    groups = json.loads(new["predictor.json"])["groups"]
+    assert groups.keys() == json.loads(old["predictor.json"])["groups"].keys()
+    assert all(g["grid"]["samples"] <= 48 and g["validation"]["default_width"] == 4 for g in groups.values())
+    with np.load(io.BytesIO(new["shortlists.npz"]), allow_pickle=False) as arrays:
+        assert {arrays[f"{name}.table"].shape[-1] for name in groups} == {16}
+    with pytest.raises(SystemExit):
+        module.main([str(artifact)])
