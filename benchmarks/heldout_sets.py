@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def second_set_keys(pattern: str = "datasets/plans/2026-11-30-heldout-b-*.json") -> set[str]:
-    """The problem keys of the plans matching ``pattern`` (the second set's by default)."""
+def plan_keys(pattern: str) -> set[str]:
+    """The problem keys of the plans matching ``pattern`` (a glob relative to the repository)."""
     from tilecost.problem import Problem
 
     keys = set()
@@ -47,8 +47,8 @@ def main() -> int:
     device = load_device(args.device_class)
     train, heldout = split_by_role(load_measurements(args.dataset, args.device_class))
     model = fit_rows(CostModel(), train, device)
-    second = second_set_keys()
-    third = second_set_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json")
+    second = plan_keys("datasets/plans/2026-11-30-heldout-b-*.json")
+    third = plan_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json")
     sets = {
         "all held-out": heldout,
         "first set": heldout[~heldout.problem_key.isin(second | third)],

@@ -36,7 +36,7 @@ import pyarrow.dataset as ds
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tilecost import Predictor, Problem  # noqa: E402
-from tilecost.space import tma_aligned  # noqa: E402
+from tilecost.predict.shortlist import stride_ragged  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "measurements"
 
@@ -62,7 +62,7 @@ def stride_ragged_shapes(count: int, seed: int, low_log2: float = 4.0) -> list[P
         step = 4 if dtype == "fp32" else 8
         n, k = max(step, n - n % step), max(step, k - k % step)
         problem = Problem(m, n, k, dtype, layout)
-        if tma_aligned(problem) and (n % 16 or k % 16):
+        if stride_ragged(problem):
             out.append(problem)
     return out
 

@@ -19,13 +19,12 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import xgboost as xgb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tilecost.predict.artifact import load_artifact  # noqa: E402
-from tilecost.train.export import MEASURED_FILE, export_artifact  # noqa: E402
+from tilecost.train.export import MEASURED_FILE, export_artifact, main_trees_scorer  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -36,13 +35,7 @@ def main(argv: list[str] | None = None) -> Path:
     settings = json.loads(args[2]) if len(args) == 3 else None
     metadata, files = load_artifact(source)
     model = files[metadata.model_file]
-    booster = xgb.Booster(model_file=bytearray(model))
-    booster.set_param({"nthread": 1})
-    main_trees = booster.num_boosted_rounds() - metadata.level_trees
-
-    def scorer(x: np.ndarray) -> np.ndarray:
-        return booster.inplace_predict(x, iteration_range=(0, main_trees))
-
+    scorer = main_trees_scorer(xgb.Booster(model_file=bytearray(model)), metadata.level_trees)
     measured = json.loads(files[MEASURED_FILE])
     fresh = dataclasses.replace(metadata, files={})
     path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings)

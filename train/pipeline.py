@@ -309,7 +309,14 @@ def _check_device(measurements: Measurements, device: DeviceSpec) -> None:
 
 
 def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, samples: int | None = None) -> None:
-    from .export import build_metadata, export_artifact, measured_database, ood_calibration, training_domain
+    from .export import (
+        build_metadata,
+        export_artifact,
+        main_trees_scorer,
+        measured_database,
+        ood_calibration,
+        training_domain,
+    )
 
     m = result.measurements
     training = {
@@ -330,15 +337,7 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, sample
         ood=ood_calibration(result.evaluation, [Problem.from_key(k) for k in sorted(set(train["problem_key"]))]),
         level_trees=result.model.level_trees_,
     )
-    # The shortlist precompute scores batches of a few dozen rows; one thread is ~2.5x faster there than two
-    # (measured with benchmarks/predict_latency.py's export, 2026-11-29), and training is over by now.
-    booster = result.model.booster_
-    booster.set_param({"nthread": 1})
-    main_trees = booster.num_boosted_rounds() - result.model.level_trees_  # the level trees: once per problem
-
-    def scorer(x: np.ndarray) -> np.ndarray:
-        return booster.inplace_predict(x, iteration_range=(0, main_trees))
-
+    scorer = main_trees_scorer(result.model.booster_, result.model.level_trees_)  # training is over by now
     settings = None if samples is None else {"samples": samples}
     measured = measured_database(candidate_rows(m.frame))
     path, files = export_artifact(

@@ -28,6 +28,7 @@ from tilecost.predict.dispatch import _depth_two, _leaf, regret_matrix
 from tilecost.predict.jit import compiled_stump
 from tilecost.predict.scoring import GroupScorer
 from tilecost.problem import DType, Layout, Problem
+from tilecost.train.export import main_trees_scorer
 
 ARTIFACT = Path("tilecost/models/h200")
 
@@ -38,14 +39,8 @@ def export_scorer(directory: Path) -> tuple[Any, Any, Any]:
 
     metadata, blobs = load_artifact(directory)
     model = blobs[metadata.model_file]
-    booster = xgb.Booster(model_file=bytearray(model))
-    booster.set_param({"nthread": 1})
+    scorer = main_trees_scorer(xgb.Booster(model_file=bytearray(model)), metadata.level_trees)
     ensemble = TreeEnsemble.from_model(model)
-    main = ensemble.num_trees - metadata.level_trees
-
-    def scorer(x: np.ndarray) -> np.ndarray:
-        return booster.inplace_predict(x, iteration_range=(0, main))
-
     level = ensemble.last_trees(metadata.level_trees).predict if metadata.level_trees else None
     return metadata, scorer, level
 
