@@ -18,7 +18,11 @@ so that every answer compared is timed. The twenty-fourth session's plans: ``202
          the groups ``HELDOUT_GROUPS``, the first PER_GROUP of one pointer-kernel pattern (the group's most frequent
          among the draws), so that a group compiles one pointer pattern and one descriptor set)
 
-The twenty-fifth session's held-out set: ``stride_ragged_plan.py --heldout 2026-12-02-s25-stride-ragged-heldout 3 25``.
+    .venv/bin/python scripts/stride_ragged_plan.py --train NAME PER_GROUP SEED
+        (training problems drawn the same way, among the shapes ``is_heldout`` leaves to training)
+
+The twenty-fifth session's held-out set: ``stride_ragged_plan.py --heldout 2026-12-02-s25-stride-ragged-heldout 3 25``;
+the twenty-seventh session's training set: ``stride_ragged_plan.py --train 2026-12-03-s27-stride-ragged-every 9 27``.
 """
 
 from __future__ import annotations
@@ -56,35 +60,38 @@ def entry(problem: Problem, new: Predictor, old: Predictor, top: int) -> dict[st
             "only": {"config_id": sorted(keys)}}  # fmt: skip
 
 
-def heldout(per_group: int, seed: int) -> list[dict[str, object]]:
+def every_candidate(per_group: int, seed: int, role: str) -> list[dict[str, object]]:
+    """Shapes of the class to measure over every candidate, of one role (``heldout`` or ``train``), per group of
+    :data:`HELDOUT_GROUPS` the first ``per_group`` of its commonest pointer pattern (module docstring)."""
     import pyarrow.dataset as ds
 
     dataset = ds.dataset(Path(__file__).resolve().parents[1] / "datasets" / "measurements", partitioning="hive")
     measured = set(dataset.to_table(columns=["problem_key"]).column("problem_key").unique().to_pylist())
     drawn = [
         p for p in stride_ragged_shapes(4000, seed)
-        if is_heldout(p) and p.key not in measured and 2 * p.m * p.n * p.k <= MAX_HELDOUT_FLOP
+        if is_heldout(p) == (role == "heldout") and p.key not in measured and 2 * p.m * p.n * p.k <= MAX_HELDOUT_FLOP
     ]  # fmt: skip
     plan: list[dict[str, object]] = []
     for dtype, layout in HELDOUT_GROUPS:
         group = [p for p in drawn if p.dtype.value == dtype and p.layout.value == layout]
         patterns = [problem_pattern(p) for p in group]
         if not group:
-            raise SystemExit(f"no held-out {dtype} {layout} shape among the draws; try another seed")
+            raise SystemExit(f"no {role} {dtype} {layout} shape among the draws; try another seed")
         pattern = max(dict.fromkeys(patterns), key=patterns.count)
         chosen = [p for p in group if problem_pattern(p) == pattern][:per_group]
         plan += [{"m": p.m, "n": p.n, "k": p.k, "dtype": dtype, "layout": layout, "family": "stride-ragged",
-                  "role": "heldout"} for p in chosen]  # fmt: skip
+                  "role": role} for p in chosen]  # fmt: skip
     return plan
 
 
 def main() -> None:
-    if sys.argv[1] == "--heldout":
+    if sys.argv[1] in ("--heldout", "--train"):
         name, per_group, seed = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-        plan = heldout(per_group, seed)
+        role = sys.argv[1][2:]
+        plan = every_candidate(per_group, seed, role)
         path = Path(__file__).resolve().parents[1] / "datasets" / "plans" / f"{name}.json"
         path.write_text(json.dumps(plan, indent=1) + "\n")
-        print(f"{path}: {len(plan)} held-out problems: " + ", ".join(
+        print(f"{path}: {len(plan)} {role} problems: " + ", ".join(
             f"{e['m']}x{e['n']}x{e['k']} {e['dtype']} {e['layout']}" for e in plan))  # fmt: skip
         return
     name, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
