@@ -12,8 +12,9 @@ way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instea
   its ``neighbours``-th nearest training problem of the same dtype and layout exceeds a threshold
   (infinite, so always flagged, for a dtype and layout pair no training problem had, even where
   each was seen in another pair),
-  calibrated on held-out problems by :func:`calibrate_ood` and stored in ``metadata.ood``
-  (:data:`DEFAULT_SPARSE_DISTANCE_LOG2` when none is stored);
+  calibrated on held-out problems by :func:`calibrate_ood` (since the twenty-seventh session a threshold that
+  catches bad answers is kept only when it does so leave one out beyond chance; otherwise the farthest held-out
+  distance) and stored in ``metadata.ood`` (:data:`DEFAULT_SPARSE_DISTANCE_LOG2` when none is stored);
 * ``UNSEEN_DTYPE``, ``UNSEEN_LAYOUT``: no training problem had that dtype or layout;
 * ``DEVICE_MISMATCH``, ``TRITON_VERSION_MISMATCH``: the predictor was asked about another device
   class, or runs next to another Triton release, than the artifact's measurements came from;
@@ -355,6 +356,7 @@ def calibrate_ood(
     good_fraction: float = 0.90,
     max_good_flagged: float = 0.10,
     neighbours: int = DEFAULT_NEIGHBOURS,
+    max_p_value: float = DEFAULT_RULE_P_VALUE,
 ) -> dict[str, Any]:
     """Thresholds for ``metadata.ood`` from held-out problems, and how well they separate them.
 
@@ -368,45 +370,65 @@ def calibrate_ood(
     61 held-out H200 problems of 2026-11-29 the unwidened range of the 8-18 training problems of a
     small group flagged 7 of the 39 good problems and 2 of the 22 bad ones, both also far from
     every training problem of their group.)
+
+    A pair that catches bad problems is kept only when it also does so leave one out, beyond chance:
+    each held-out problem judged by the pair chosen on the others, a one-sided Fisher exact test on the
+    2×2 table (bad or good, flagged or not) at ``max_p_value``, as :func:`fit_flag_rules` judges its
+    rules (1: no test). Otherwise the bad problems are taken as no evidence: the pair is the one that
+    flags the fewest held-out problems, then the smallest margin, with the farthest held-out distance as
+    the threshold. (Before the test, the twenty-fifth session's refit tightened the threshold from 2.0 to 1.29
+    octaves, catching 3 of 17 bad held-out answers, 2 leave one out, while flagging 15 of 160 good ones and 139 of
+    300 random shapes, where 2.0 flagged 88.)
+
     Returns ``{"sparse_distance_log2", "neighbours", "range_margin_log2", "good_top1_fraction", "max_good_flagged",
-    "heldout_top1": {problem key: fraction}, "calibration": {...counts and rates...}}``; train stores
-    it as ``metadata.ood`` (the predictor reads the first three keys; export fits the model-side rules
-    on ``heldout_top1``).
+    "heldout_top1": {problem key: fraction}, "calibration": {...counts and rates, "leave_one_out", "max_p_value",
+    "adopted"}}``; train stores it as ``metadata.ood`` (the predictor reads the first three keys; export fits the
+    model-side rules on ``heldout_top1``). ``adopted`` is false when the test set the chosen pair aside.
     """
     if len(heldout) != len(top1_fraction):
         raise ValueError(f"{len(heldout)} held-out problems but {len(top1_fraction)} top-1 fractions")
     if not heldout or not training:
         raise ValueError("calibration needs at least one held-out and one training problem")
+    if not 0 < max_p_value <= 1:
+        raise ValueError(f"max_p_value={max_p_value!r} must lie in (0, 1]")
     fractions = np.asarray(top1_fraction, dtype=np.float64)
     if not (np.isfinite(fractions) & (fractions >= 0) & (fractions <= 1.0 + 1e-9)).all():
         raise ValueError("top1_fraction values must lie in [0, 1] (0: the choice failed or was not timed)")
     domain = training_domain(training)
     bad = fractions < good_fraction
-    best: tuple[int, float, float, float] | None = None  # (caught, -good flagged rate, -margin, threshold)
-    farthest: dict[float, float] = {}  # per margin, the largest finite held-out distance
-    for margin in RANGE_MARGINS_LOG2:
+    # Per margin, which held-out problems a reason other than the distance flags; the distances, once.
+    others = np.zeros((len(RANGE_MARGINS_LOG2), len(heldout)), dtype=bool)
+    distances = np.zeros(len(heldout))
+    for index, margin in enumerate(RANGE_MARGINS_LOG2):
         ood = {"sparse_distance_log2": math.inf, "neighbours": neighbours, "range_margin_log2": margin}
         checker = OODChecker.from_metadata(domain, ood)
         verdicts = [checker.verdict(p) for p in heldout]
         distances = np.array([v.neighbour_distance_log2 for v in verdicts])
-        finite = distances[np.isfinite(distances)]
-        farthest[margin] = float(finite.max()) if len(finite) else math.inf
-        other = np.array([any(r is not OODReason.SPARSE_NEIGHBOURHOOD for r in v.reasons) for v in verdicts])
-        for threshold in sorted({*finite.tolist(), math.inf}, reverse=True):
-            flagged = other | (distances > threshold)
-            good_rate = float(flagged[~bad].mean()) if (~bad).any() else 0.0
-            if good_rate > max_good_flagged:
-                break  # lower thresholds flag more, never fewer
-            key = (int(flagged[bad].sum()), -good_rate, -margin, threshold)
-            if best is None or key[:3] > best[:3]:
-                best = key
-    if best is None:  # the range rule alone, even at the widest margin, flags too many good problems
-        best = (int(other[bad].sum()), -float(other[~bad].mean()), -margin, math.inf)
-    caught, good_rate, margin, threshold = best[0], -best[1], -best[2], best[3]
-    if not math.isfinite(threshold):
-        # No distance separated bad from good: the model was still only judged up to the farthest held-out
-        # problem, so flag what lies farther (a held-out problem is never flagged by it: same counts).
-        threshold = farthest[margin]
+        others[index] = [any(r is not OODReason.SPARSE_NEIGHBOURHOOD for r in v.reasons) for v in verdicts]
+    everyone = np.ones(len(heldout), dtype=bool)
+    index, threshold = _shape_rules(distances, others, bad, everyone, max_good_flagged)
+    flagged = others[index] | (distances > threshold)
+    loo: dict[str, Any] = {}
+    adopted = True
+    if (flagged & bad).any() and max_p_value < 1:
+        from scipy.stats import fisher_exact  # train-time only: the predictor itself stays numpy-only
+
+        fires = np.zeros(len(heldout), dtype=bool)
+        for i in range(len(heldout)):
+            rest = everyone.copy()
+            rest[i] = False
+            index_i, threshold_i = _shape_rules(distances, others, bad, rest, max_good_flagged)
+            fires[i] = others[index_i, i] or distances[i] > threshold_i
+        caught, false = int((fires & bad).sum()), int((fires & ~bad).sum())
+        table = [[caught, int(bad.sum()) - caught], [false, int((~bad).sum()) - false]]
+        p_value = float(fisher_exact(table, alternative="greater")[1])
+        loo = {"bad_caught": caught, "good_flagged": false, "p_value": round(p_value, 6)}
+        adopted = p_value < max_p_value
+        if not adopted:
+            index, threshold = _least_flagging(distances, others, everyone)
+            flagged = others[index] | (distances > threshold)
+    margin = RANGE_MARGINS_LOG2[index]
+    caught = int((flagged & bad).sum())
     return {
         "sparse_distance_log2": threshold if math.isfinite(threshold) else 1e9,
         "neighbours": neighbours,
@@ -420,9 +442,52 @@ def calibrate_ood(
             "bad_problems": int(bad.sum()),
             "bad_caught": caught,
             "catch_rate": caught / int(bad.sum()) if bad.any() else 1.0,
-            "good_flagged_rate": good_rate,
+            "good_flagged_rate": float(flagged[~bad].mean()) if (~bad).any() else 0.0,
+            "leave_one_out": loo,
+            "max_p_value": max_p_value,
+            "adopted": adopted,
         },
     }
+
+
+def _shape_rules(
+    distances: NDArray[np.float64], others: NDArray[np.bool_], bad: NDArray[np.bool_], mask: NDArray[np.bool_],
+    max_good_flagged: float,
+) -> tuple[int, float]:  # fmt: skip
+    """:func:`calibrate_ood`'s choice on the held-out problems in ``mask``: the index of the range margin in
+    :data:`RANGE_MARGINS_LOG2` and the distance threshold (``others[i]``: the problems a reason other than the
+    distance flags at margin i)."""
+    distance, bad = distances[mask], bad[mask]
+    finite = distance[np.isfinite(distance)]
+    best: tuple[int, float, int, float] | None = None  # (caught, -good flagged rate, -margin index, threshold)
+    for index in range(len(others)):
+        other = others[index][mask]
+        for threshold in sorted({*finite.tolist(), math.inf}, reverse=True):
+            flagged = other | (distance > threshold)
+            good_rate = float(flagged[~bad].mean()) if (~bad).any() else 0.0
+            if good_rate > max_good_flagged:
+                break  # lower thresholds flag more, never fewer
+            key = (int(flagged[bad].sum()), -good_rate, -index)
+            if best is None or key > best[:3]:
+                best = (*key, threshold)
+    if best is None:  # the range rule alone, even at the widest margin, flags too many good problems
+        return _least_flagging(distances, others, mask)
+    threshold = best[3]
+    if not math.isfinite(threshold):
+        # No distance separated bad from good: the model was still only judged up to the farthest held-out
+        # problem, so flag what lies farther (a held-out problem is never flagged by it: same counts).
+        threshold = float(finite.max()) if len(finite) else math.inf
+    return -best[2], threshold
+
+
+def _least_flagging(
+    distances: NDArray[np.float64], others: NDArray[np.bool_], mask: NDArray[np.bool_]
+) -> tuple[int, float]:
+    """The margin index flagging the fewest problems in ``mask`` (the smallest of the ties) and the farthest
+    finite distance among them as the threshold: the shape-side rules when held-out answers say nothing."""
+    index = int(np.argmin(others[:, mask].sum(axis=1)))
+    finite = distances[mask][np.isfinite(distances[mask])]
+    return index, float(finite.max()) if len(finite) else math.inf
 
 
 def fit_flag_rules(

@@ -137,13 +137,14 @@ def test_calibration_picks_the_threshold_that_catches_most_within_the_false_flag
     heldout = [Problem(m, 1024, 1024) for m in ms]
     fractions = [1.0, 0.95, 0.5, 0.6, 0.99]  # bad (< 0.9): the 0.5 and 1-octave ones
 
-    thresholds = calibrate_ood(heldout, fractions, TRAINING, max_good_flagged=0.34)
+    thresholds = calibrate_ood(heldout, fractions, TRAINING, max_good_flagged=0.34, max_p_value=1)  # no test
 
     # Threshold 0.248 flags the distances 0.5 and 1 (both bad) and, by range, the good 2**10: 1 of 3
     # good flagged, within 0.34. Lower (0) would also flag the good 19: 2 of 3.
     assert thresholds["sparse_distance_log2"] == pytest.approx(math.log2(19) - 4)
     assert thresholds["calibration"] == {"heldout_problems": 5, "bad_problems": 2, "bad_caught": 2,
-                                         "catch_rate": 1.0, "good_flagged_rate": pytest.approx(1 / 3)}  # fmt: skip
+                                         "catch_rate": 1.0, "good_flagged_rate": pytest.approx(1 / 3),
+                                         "leave_one_out": {}, "max_p_value": 1, "adopted": True}  # fmt: skip
     # No budget at all: even the range rule's one good flag is too many; no threshold catches anything, so
     # the threshold is the farthest held-out problem's distance (2**10 is 2 octaves from m = 2**8): it flags
     # none of them, and only shapes farther than the model was judged on.
@@ -153,11 +154,47 @@ def test_calibration_picks_the_threshold_that_catches_most_within_the_false_flag
     assert OODReason.SPARSE_NEIGHBOURHOOD in farther.reasons
 
 
+def test_calibration_sets_aside_a_threshold_that_catches_bad_problems_only_in_sample() -> None:
+    # The five problems above with the significance test on: judged leave one out, the threshold chosen on the
+    # other four flags the 0.5-octave bad problem only when 19 is left out, so 1 of 2 bad and 2 of 3 good are
+    # flagged (the 2**10 by range): no better than chance, and two bad answers are no evidence.
+    heldout = [Problem(m, 1024, 1024) for m in (16, 19, round(2**4.5), 32, 1024)]
+
+    stored = calibrate_ood(heldout, [1.0, 0.95, 0.5, 0.6, 0.99], TRAINING, max_good_flagged=0.34)
+
+    calibration = stored["calibration"]
+    assert not calibration["adopted"] and calibration["leave_one_out"]["p_value"] >= 0.05
+    # The fallback flags the fewest held-out problems: every margin flags the 2**10 (beyond every training m), so
+    # the smallest margin, and the farthest held-out distance (2 octaves) as the threshold.
+    assert stored["range_margin_log2"] == 0.0 and stored["sparse_distance_log2"] == pytest.approx(2.0)
+    assert calibration["bad_caught"] == 0 and calibration["good_flagged_rate"] == pytest.approx(1 / 3)
+
+
+def test_calibration_keeps_a_threshold_that_separates_bad_problems_leave_one_out() -> None:
+    # 15 good problems within 0.25 octaves of a training m (16, 64, 256) and 7 bad ones 0.8-1 octave away:
+    # any threshold between the two groups catches every bad problem, whichever is left out; of the good ones
+    # only m = 280 is flagged, by range (beyond every training m), 1 of 15 within the 10% budget.
+    good = [Problem(m, 1024, 1024) for m in (16, 17, 18, 19, 58, 60, 62, 64, 66, 70, 240, 248, 250, 256, 280)]
+    bad = [Problem(m, 1024, 1024) for m in (30, 32, 34, 36, 120, 128, 136)]
+
+    stored = calibrate_ood(good + bad, [1.0] * len(good) + [0.5] * len(bad), TRAINING)
+
+    calibration = stored["calibration"]
+    assert calibration["adopted"] and calibration["leave_one_out"]["p_value"] < 0.05
+    # Leave one out, 19 too is flagged: the threshold is the farthest good distance of the others (58's 0.14).
+    assert calibration["leave_one_out"]["bad_caught"] == 7 and calibration["leave_one_out"]["good_flagged"] == 2
+    assert calibration["bad_caught"] == 7 and calibration["good_flagged_rate"] == pytest.approx(1 / 15)
+    checker = OODChecker.from_metadata(training_domain(TRAINING), stored)
+    assert [bool(checker.verdict(p)) for p in good + bad] == [False] * (len(good) - 1) + [True] * (len(bad) + 1)
+
+
 def test_calibration_checks_its_inputs() -> None:
     with pytest.raises(ValueError, match="2 held-out problems but 1 top-1 fractions"):
         calibrate_ood(TRAINING[:2], [1.0], TRAINING)
     with pytest.raises(ValueError, match=r"top1_fraction values must lie in \[0, 1\]"):
         calibrate_ood(TRAINING[:1], [1.5], TRAINING)
+    with pytest.raises(ValueError, match=r"max_p_value=0 must lie in \(0, 1\]"):
+        calibrate_ood(TRAINING[:1], [1.0], TRAINING, max_p_value=0)
 
 
 def test_calibration_keeps_each_held_out_fraction_for_the_model_side_rules() -> None:
