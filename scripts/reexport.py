@@ -1,6 +1,7 @@
 """Re-export an artifact's predictor files (shortlists, dispatch rules, model-side OOD rules) for the same booster.
 
-    .venv/bin/python scripts/reexport.py SOURCE_ARTIFACT TARGET_DIR [SETTINGS_JSON]     (~25 min on this 2-core machine)
+    .venv/bin/python scripts/reexport.py [--recalibrate] SOURCE_ARTIFACT TARGET_DIR [SETTINGS_JSON]
+        (~25 min on this 2-core machine)
 
 ``SETTINGS_JSON``: keyword arguments of :func:`~tilecost.predict.prepare_artifact_files` (e.g. ``'{"samples": 400}'``);
 the defaults, which ``tilecost train --export-dir`` uses, without it.
@@ -10,6 +11,10 @@ and each held-out problem's top-1) and ``measured.json`` exactly; recomputes wha
 :func:`tilecost.predict.prepare_artifact_files` writes with today's code, scoring with the booster's
 ``inplace_predict`` as ``tilecost train --export-dir`` does. For a change of the predictor's precomputation
 (the twenty-fifth session's stride-ragged lists) without a retrained model.
+
+``--recalibrate``: the shape-side OOD calibration is fitted again (:func:`~tilecost.predict.calibrate_ood`, today's
+code, on the stored held-out top-1 fractions and training domain) instead of kept, and the model-side rules on it:
+for a change of the calibration (the twenty-seventh session's significance test) without a retrained model.
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ import xgboost as xgb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tilecost.predict.artifact import load_artifact  # noqa: E402
+from tilecost.predict.artifact import ArtifactMetadata, load_artifact  # noqa: E402
+from tilecost.predict.ood import calibrate_ood  # noqa: E402
+from tilecost.problem import Problem  # noqa: E402
 from tilecost.train.export import MEASURED_FILE, export_artifact, main_trees_scorer  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> Path:
     args = sys.argv[1:] if argv is None else argv
+    recalibrate = args[:1] == ["--recalibrate"]
+    args = args[1:] if recalibrate else args
     if len(args) not in (2, 3):
         raise SystemExit(__doc__)
     source, target = Path(args[0]), Path(args[1])
@@ -37,10 +46,24 @@ def main(argv: list[str] | None = None) -> Path:
     model = files[metadata.model_file]
     scorer = main_trees_scorer(xgb.Booster(model_file=bytearray(model)), metadata.level_trees)
     measured = json.loads(files[MEASURED_FILE])
-    fresh = dataclasses.replace(metadata, files={})
+    fresh = dataclasses.replace(metadata, files={}, ood=recalibrated(metadata) if recalibrate else metadata.ood)
     path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings)
     print(f"re-exported {source} into {path}: {', '.join(written)}")
     return path
+
+
+def recalibrated(metadata: ArtifactMetadata) -> dict[str, object]:
+    """``metadata.ood`` fitted again from its own held-out fractions on its training domain, with the settings
+    (good fraction, false-flag budget, neighbours) it was fitted with."""
+    ood = metadata.ood
+    if not ood.get("heldout_top1"):
+        raise SystemExit("--recalibrate: the artifact stores no held-out top-1 fractions (metadata.ood.heldout_top1)")
+    heldout = {Problem.from_key(key): float(value) for key, value in ood["heldout_top1"].items()}
+    training = [Problem.from_key(key) for key in metadata.domain["problems"]]
+    return calibrate_ood(
+        list(heldout), list(heldout.values()), training, good_fraction=float(ood["good_top1_fraction"]),
+        max_good_flagged=float(ood["max_good_flagged"]), neighbours=int(ood["neighbours"]),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict
+import shutil
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -354,3 +355,37 @@ def test_a_re_export_keeps_booster_sidecar_and_measurements_and_rebuilds_the_lis
         assert {arrays[f"{name}.table"].shape[-1] for name in groups} == {16}
     with pytest.raises(SystemExit):
         module.main([str(artifact)])
+
+
+def test_a_re_export_can_fit_the_shape_side_calibration_again(artifact: Path, tmp_path: Path) -> None:
+    """``scripts/reexport.py --recalibrate``: ``metadata.ood`` fitted by today's ``calibrate_ood`` on the stored
+    held-out fractions and training domain, with the stored settings; everything else as a plain re-export."""
+    import importlib.util
+
+    from tilecost.predict import calibrate_ood
+
+    spec = importlib.util.spec_from_file_location("reexport", Path(__file__).parents[1] / "scripts" / "reexport.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    settings = {"step_log2": 40.0, "samples": 48, "validation": 8, "list_width": 8, "default_width": 4}
+    # A source whose stored calibration today's code would not fit: a threshold of 0.01 octaves, no record.
+    source = tmp_path / "source"
+    shutil.copytree(artifact, source)
+    header = json.loads((source / "metadata.json").read_text())
+    header["ood"] |= {"sparse_distance_log2": 0.01, "calibration": {}}
+    (source / "metadata.json").write_text(json.dumps(header))
+    before, _ = load_artifact(source)
+    stored = {Problem.from_key(k): v for k, v in before.ood["heldout_top1"].items()}
+    training = [Problem.from_key(k) for k in before.domain["problems"]]
+
+    path = module.main(["--recalibrate", str(source), str(tmp_path / "again"), json.dumps(settings)])
+
+    after, _ = load_artifact(path)
+    assert dict(after.ood) == calibrate_ood(list(stored), list(stored.values()), training)
+    assert after.ood["sparse_distance_log2"] != 0.01
+    assert "adopted" in after.ood["calibration"] and after.ood["heldout_top1"] == before.ood["heldout_top1"]
+    assert asdict(after) | {"files": {}, "ood": {}} == asdict(before) | {"files": {}, "ood": {}}
+    without = replace(before, ood={k: v for k, v in before.ood.items() if k != "heldout_top1"})
+    with pytest.raises(SystemExit, match="no held-out top-1 fractions"):
+        module.recalibrated(without)
