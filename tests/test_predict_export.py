@@ -7,6 +7,7 @@ import json
 import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -329,16 +330,22 @@ def test_stride_ragged_shapes_get_lists_of_their_own() -> None:
         build_shortlists(spec, shapes, tops, strided[:2])
 
 
-def test_a_re_export_keeps_booster_sidecar_and_measurements_and_rebuilds_the_lists(
-    artifact: Path, tmp_path: Path
-) -> None:
-    """``scripts/reexport.py``: the same model, sidecar fields and measured answers; new predictor files."""
+def _reexport_script() -> Any:
+    """``scripts/reexport.py`` as a module (scripts are not a package)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("reexport", Path(__file__).parents[1] / "scripts" / "reexport.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_a_re_export_keeps_booster_sidecar_and_measurements_and_rebuilds_the_lists(
+    artifact: Path, tmp_path: Path
+) -> None:
+    """``scripts/reexport.py``: the same model, sidecar fields and measured answers; new predictor files."""
+    module = _reexport_script()
     settings = {"step_log2": 40.0, "samples": 48, "validation": 8, "list_width": 8, "default_width": 4}
 
     path = module.main([str(artifact), str(tmp_path / "again"), json.dumps(settings)])
@@ -360,14 +367,9 @@ def test_a_re_export_keeps_booster_sidecar_and_measurements_and_rebuilds_the_lis
 def test_a_re_export_can_fit_the_shape_side_calibration_again(artifact: Path, tmp_path: Path) -> None:
     """``scripts/reexport.py --recalibrate``: ``metadata.ood`` fitted by today's ``calibrate_ood`` on the stored
     held-out fractions and training domain, with the stored settings; everything else as a plain re-export."""
-    import importlib.util
-
     from tilecost.predict import calibrate_ood
 
-    spec = importlib.util.spec_from_file_location("reexport", Path(__file__).parents[1] / "scripts" / "reexport.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _reexport_script()
     settings = {"step_log2": 40.0, "samples": 48, "validation": 8, "list_width": 8, "default_width": 4}
     # A source whose stored calibration today's code would not fit: a threshold of 0.01 octaves, no record.
     source = tmp_path / "source"
