@@ -396,7 +396,8 @@ def calibrate_ood(
         raise ValueError("top1_fraction values must lie in [0, 1] (0: the choice failed or was not timed)")
     domain = training_domain(training)
     bad = fractions < good_fraction
-    # Per margin, which held-out problems a reason other than the distance flags; the distances, once.
+    # Per margin, which held-out problems a reason other than the distance flags; the distances (every
+    # margin's checker gives the same ones: the margin widens the range check only).
     others = np.zeros((len(RANGE_MARGINS_LOG2), len(heldout)), dtype=bool)
     distances = np.zeros(len(heldout))
     for index, margin in enumerate(RANGE_MARGINS_LOG2):
@@ -411,17 +412,13 @@ def calibrate_ood(
     loo: dict[str, Any] = {}
     adopted = True
     if (flagged & bad).any() and max_p_value < 1:
-        from scipy.stats import fisher_exact  # train-time only: the predictor itself stays numpy-only
-
         fires = np.zeros(len(heldout), dtype=bool)
         for i in range(len(heldout)):
             rest = everyone.copy()
             rest[i] = False
             index_i, threshold_i = _shape_rules(distances, others, bad, rest, max_good_flagged)
             fires[i] = others[index_i, i] or distances[i] > threshold_i
-        caught, false = int((fires & bad).sum()), int((fires & ~bad).sum())
-        table = [[caught, int(bad.sum()) - caught], [false, int((~bad).sum()) - false]]
-        p_value = float(fisher_exact(table, alternative="greater")[1])
+        caught, false, p_value = _beyond_chance(fires, bad, everyone)
         loo = {"bad_caught": caught, "good_flagged": false, "p_value": round(p_value, 6)}
         adopted = p_value < max_p_value
         if not adopted:
@@ -448,6 +445,21 @@ def calibrate_ood(
             "adopted": adopted,
         },
     }
+
+
+def _beyond_chance(
+    fires: NDArray[np.bool_], bad: NDArray[np.bool_], judged: NDArray[np.bool_]
+) -> tuple[int, int, float]:
+    """Leave-one-out flags ``fires`` against the labels ``bad``, over the ``judged`` problems: the bad ones caught, the
+    good ones flagged, and the p-value of a one-sided Fisher exact test on the 2×2 table (bad or good, flagged or
+    not) that the flags fall on bad problems more often than chance would put them there (scipy's
+    ``fisher_exact``: train and export time only, the predictor itself stays numpy-only)."""
+    from scipy.stats import fisher_exact
+
+    bad_judged, good_judged = bad & judged, ~bad & judged
+    caught, false = int((fires & bad_judged).sum()), int((fires & good_judged).sum())
+    table = [[caught, int(bad_judged.sum()) - caught], [false, int(good_judged.sum()) - false]]
+    return caught, false, float(fisher_exact(table, alternative="greater")[1])
 
 
 def _shape_rules(
@@ -532,17 +544,13 @@ def fit_flag_rules(
     loo: dict[str, Any] = {"bad_open": int(open_bad.sum()), "good_open": int(open_good.sum())}
     adopted = True
     if fitted and max_p_value < 1:
-        from scipy.stats import fisher_exact  # export-time only: the predictor itself stays numpy-only
-
         fires = np.zeros(len(bad_array), dtype=bool)
         everyone = np.arange(len(bad_array))
         for i in np.flatnonzero(~already_array):
             rest = everyone != i
             rules_i, _ = _greedy_rules(values[rest], bad_array[rest], already_array[rest], max_good_flagged, max_rules)
             fires[i] = any(rule.fires(signals[i]) for rule in rules_i)
-        caught, false = int((fires & open_bad).sum()), int((fires & open_good).sum())
-        table = [[caught, loo["bad_open"] - caught], [false, loo["good_open"] - false]]
-        p_value = float(fisher_exact(table, alternative="greater")[1])
+        caught, false, p_value = _beyond_chance(fires, bad_array, ~already_array)
         loo |= {"bad_caught": caught, "good_flagged": false, "p_value": round(p_value, 6)}
         adopted = p_value < max_p_value
     rules = fitted

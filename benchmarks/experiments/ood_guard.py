@@ -6,9 +6,9 @@ Fits the model exactly as ``tilecost train`` does (every training problem, the s
 every held-out problem, and calibrates ``metadata.ood`` from the held-out top-1 fractions as the export does
 (``train.export.ood_calibration``), once without the test (``max_p_value=1``, the calibration before the
 twenty-seventh session) and once with it (the default). For each, and for the shipped artifact's stored calibration
-and its stored held-out fractions calibrated again with the test, prints the threshold, the margin, the held-out counts in sample and leave one out, and how many of ``--shapes``
-random bf16 nt shapes (log-uniform over the training range, ``benchmarks/predict_latency.py``'s draw, seed 0) the
-shape-side rules flag.
+and its stored held-out fractions calibrated again with the test, prints the threshold, the margin, the held-out
+counts in sample and leave one out, and how many of ``--shapes`` random bf16 nt shapes (log-uniform over the training
+range, ``benchmarks/predict_latency.py``'s draw, seed 0) the shape-side rules flag.
 """
 
 from __future__ import annotations
