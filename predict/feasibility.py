@@ -20,7 +20,15 @@ from numpy.typing import ArrayLike, NDArray
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import DeviceSpec
 from tilecost.problem import DType, Problem
-from tilecost.space import BLOCK_K, BLOCK_K_FP8, BLOCK_MN, SPLIT_K_MAX_WAVES, miscompiled_on_ragged_k, tma_aligned
+from tilecost.space import (
+    BLOCK_K,
+    BLOCK_K_FP8,
+    BLOCK_MN,
+    SPLIT_K_MAX_WAVES,
+    SPLIT_K_MIN_K,
+    miscompiled_on_ragged_k,
+    tma_aligned,
+)
 
 __all__ = ["SpaceColumns", "block_options", "feasible_mask", "problem_limits", "split_k_tile_limit"]
 
@@ -103,7 +111,7 @@ def feasible_mask(problem: Problem, space: SpaceColumns, device: DeviceSpec) -> 
 
     The rules, in that function's order: a tensor-descriptor config needs 16-byte aligned strides;
     BLOCK_M, BLOCK_N, BLOCK_K at most the smallest option covering M, N, K; SPLIT_K at most the
-    ``ceil(K / BLOCK_K)`` K steps; no split-K on grids of ``SPLIT_K_MAX_WAVES · SMs`` tiles or more;
+    ``ceil(K / BLOCK_K)`` K steps; no split-K at K <= ``SPLIT_K_MIN_K``; no split-K on grids of ``SPLIT_K_MAX_WAVES · SMs`` tiles or more;
     no GROUP_M > 1 on a one-row or one-column grid; none of :func:`~tilecost.space.miscompiled_on_ragged_k`'s
     configurations when K is not a multiple of 16. ``space`` must hold configurations of the space
     of the problem's dtype and layout on ``device`` (the space's own hardware rules are not repeated).
@@ -116,6 +124,8 @@ def feasible_mask(problem: Problem, space: SpaceColumns, device: DeviceSpec) -> 
     grid_n = -(-n // bn)
     ok = (bm <= max_m) & (bn <= max_n) & (bk <= max_k)
     ok &= space.split_k <= -(-k // bk)
+    if k <= SPLIT_K_MIN_K:
+        ok &= space.split_k == 1
     ok &= (space.split_k == 1) | (grid_m * grid_n < split_k_tiles)
     ok &= (space.group_m == 1) | ((grid_m > 1) & (grid_n > 1))
     if not tma_ok:

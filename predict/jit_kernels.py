@@ -37,6 +37,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from tilecost.space import SPLIT_K_MIN_K  # a module constant: numba freezes it into the kernel
+
 __all__ = ["LANES", "best_two", "dispatch_stump", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
 
 LANES = 16
@@ -133,6 +135,7 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
         grid_n = -(-ni // bn)
         ok = bm <= max_m and bn <= max_n and bk <= max_k
         ok = ok and sk <= -(-ki // bk)
+        ok = ok and (sk == 1 or ki > SPLIT_K_MIN_K)
         ok = ok and (sk == 1 or grid_m * grid_n < split_k_tiles)
         ok = ok and (gm == 1 or (grid_m > 1 and grid_n > 1))
         ok = ok and (tma_ok or tma == 0)

@@ -127,6 +127,36 @@ def test_ties_in_prediction_go_to_the_earlier_candidate_of_the_space() -> None:
     assert evaluation.problems[0].model_config == "ptr-16x64x64-g1-s1-w2-p3"
 
 
+# Problem 3 (K = 128): a split-K configuration measured before the space stopped offering split-K at K <= 256.
+P3 = Problem(12436, 20, 128, "fp32", "nt")
+P3_TIMES = {"tma-128x32x32-g1-s2-w8-p2": 10.0, "tma-128x32x64-g1-s1-w4-p2": 7.0, "ptr-64x32x32-g1-s1-w4-p2": 8.0}
+
+
+def test_a_configuration_the_space_no_longer_offers_is_never_chosen() -> None:
+    evaluation = evaluate_predictions(_rows(P3, P3_TIMES), np.array([1.0, 3.0, 2.0]), DEVICE)
+    result = evaluation.problems[0]
+
+    # the model ranks the split-K configuration first; the predictor could not answer it, so its next counts
+    assert result.model_config == "ptr-64x32x32-g1-s1-w4-p2"
+    assert result.top1 == pytest.approx(7 / 8)
+    assert result.candidates == 2
+    assert evaluation.rows == 3  # its prediction still counts for log-RMSE
+
+
+def test_a_refused_best_still_counts_as_the_best() -> None:
+    times = dict(P3_TIMES, **{"tma-128x32x32-g1-s2-w8-p2": 5.0})
+    result = evaluate_predictions(_rows(P3, times), np.array([3.0, 1.0, 2.0]), DEVICE).problems[0]
+
+    assert result.best_config == "tma-128x32x32-g1-s2-w8-p2"
+    assert result.top1 == pytest.approx(5 / 7)  # a rule that refuses the best shows as a loss
+
+
+def test_a_problem_with_no_offered_configuration_is_refused() -> None:
+    frame = _rows(P3, {"tma-128x32x32-g1-s2-w8-p2": 10.0})
+    with pytest.raises(ValueError, match="none of its 1 measured configurations is offered"):
+        evaluate_predictions(frame, np.ones(1), DEVICE)
+
+
 def test_bad_predictions_are_refused() -> None:
     frame = _rows(P2, P2_TIMES)
     with pytest.raises(ValueError, match="3 rows"):

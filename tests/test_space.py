@@ -308,8 +308,8 @@ def test_block_k_stops_at_the_smallest_step_covering_k(k: int, dtype: str, block
 @pytest.mark.parametrize(
     ("k", "max_split"),
     [
-        (256, {32: 8, 64: 4, 128: 2}),  # 256/32 = 8 K steps, 256/64 = 4, 256/128 = 2
-        (100, {32: 4, 64: 2, 128: 1}),  # ceil(100/32) = 4, ceil(100/64) = 2, ceil(100/128) = 1
+        (512, {32: 16, 64: 8, 128: 4}),  # 512/32 = 16 K steps, 512/64 = 8, 512/128 = 4
+        (300, {32: 8, 64: 4, 128: 2}),  # ceil(300/32) = 10, ceil(300/64) = 5, ceil(300/128) = 3: the axis' 8, 4, 2
         (4096, {32: 16, 64: 16, 128: 16}),  # 32 K steps or more: the axis' 16 is the cap
         (16, {32: 1}),  # one K step: nothing to split
     ],
@@ -321,6 +321,22 @@ def test_split_k_never_exceeds_the_k_steps(k: int, max_split: dict[int, int]) ->
         largest[c.block_k] = max(largest.get(c.block_k, 0), c.split_k)
 
     assert largest == max_split
+
+
+@pytest.mark.parametrize("k", [33, 100, 256])
+def test_split_k_is_refused_up_to_k_256(k: int) -> None:
+    # 8 and more K steps of BLOCK_K=32 at K=256, yet split-K never won at K <= 256 on the H200
+    config = cfg("ptr-64x64x32-g1-s2-w4-p3")
+
+    assert problem_infeasibility(Problem(64, 64, k), config, H200) == f"SPLIT_K at K={k}: split-K only pays from K > 256"
+    assert {c.split_k for c in problem_candidates(Problem(64, 64, k))} == {1}
+
+
+def test_split_k_is_offered_from_k_257() -> None:
+    config = cfg("ptr-64x64x32-g1-s2-w4-p3")
+
+    assert problem_infeasibility(Problem(64, 64, 257), config, H200) is None
+    assert config in problem_candidates(Problem(64, 64, 257))
 
 
 def test_split_k_is_refused_from_two_full_waves_of_tiles() -> None:

@@ -38,6 +38,8 @@ __all__ = [
     "NUM_STAGES",
     "NUM_WARPS",
     "SPLIT_K",
+    "SPLIT_K_MAX_WAVES",
+    "SPLIT_K_MIN_K",
     "accumulators_per_thread",
     "config_space",
     "hardware_infeasibility",
@@ -67,6 +69,11 @@ MIN_ACC_PER_THREAD = 8
 # blocks of all, so splitting it is dominated by splitting a smaller tile of the same problem.
 MAX_SPLIT_TILE = 128
 SPLIT_K_MAX_WAVES = 2
+# No split-K at K <= SPLIT_K_MIN_K: the second launch (and the partials' traffic) costs more than a K loop this short
+# takes. Measured before the rule (twenty-eighth session, BENCHMARKS §1): on all 454 H200 problems with K <= 256 and
+# split-K configurations timed (every dtype and layout), the best split-K time was 1.16-5.1x the best without; split-K
+# first won at K = 278 (19 of 249 problems with K in 257..512).
+SPLIT_K_MIN_K = 256
 # The kernels address operands with int32 offsets: A (M×K), B (K×N) and C (M×N) must each hold at most this
 # many elements, or collect/launch.py refuses the problem whatever its configuration (the split-K workspace
 # stays below it: split-K needs a grid under SPLIT_K_MAX_WAVES waves of 256×256 tiles at most, times 16).
@@ -182,9 +189,10 @@ def problem_infeasibility(problem: Problem, config: TileConfig, device: DeviceSp
     Rules that cannot lose the best configuration: a variant the problem cannot use, a tile
     dimension larger than the smallest tile that already covers the extent (same blocks, more
     masked work), a split-K with more parts than K steps, GROUP_M on a grid where it orders nothing.
-    One heuristic rule: no split-K on a grid that already has ``SPLIT_K_MAX_WAVES`` full waves of
+    Two heuristic rules: no split-K on a grid that already has ``SPLIT_K_MAX_WAVES`` full waves of
     tiles without it; splitting then adds reduction traffic and a second launch for at most a
-    wave-quantisation gain of a few percent.
+    wave-quantisation gain of a few percent. No split-K at K <= ``SPLIT_K_MIN_K``, where the second
+    launch costs more than the K loop it shortens (measured: never the best on 454 such problems).
     """
     if config.variant is KernelVariant.TMA and not tma_aligned(problem):
         return "tensor descriptors need 16-byte aligned row strides"
@@ -198,6 +206,8 @@ def problem_infeasibility(problem: Problem, config: TileConfig, device: DeviceSp
     k_steps = math.ceil(problem.k / config.block_k)
     if config.split_k > k_steps:
         return f"SPLIT_K={config.split_k} exceeds the {k_steps} K steps of BLOCK_K={config.block_k}"
+    if config.split_k > 1 and problem.k <= SPLIT_K_MIN_K:
+        return f"SPLIT_K at K={problem.k}: split-K only pays from K > {SPLIT_K_MIN_K}"
     if config.split_k > 1:
         tiles = math.ceil(problem.m / config.block_m) * math.ceil(problem.n / config.block_n)
         if tiles >= SPLIT_K_MAX_WAVES * device.sm_count:

@@ -15,7 +15,10 @@ baselines of :mod:`tilecost.train.baselines` (fixed config, tutorial autotune li
 the best in the space is 1.0 by definition), broken down by dtype, layout, skinny M (M <= 64),
 unaligned dims (N or K not a multiple of 16) and size (2·M·N·K below or above 1e10 FLOP).
 
-Failed statuses are not candidates; ``hopeless`` rows are (they are valid measured times).
+Failed statuses are not candidates; ``hopeless`` rows are (they are valid measured times). A measured
+configuration that the space no longer offers the problem (:func:`tilecost.space.problem_infeasibility`, e.g.
+split-K at K <= 256 since the twenty-eighth session) is not chosen by any ranker, since the predictor cannot
+answer it, but its time still counts for the best: a rule that refused a problem's best shows as a loss.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import DeviceSpec
 from tilecost.features import ConfigArrays
 from tilecost.problem import Problem
+from tilecost.predict.feasibility import SpaceColumns, feasible_mask
 from tilecost.space import config_space
 
 from .baselines import fixed_choice, roofline_order, tutorial_choice
@@ -239,6 +243,11 @@ def _config(made: dict[tuple[Any, ...], TileConfig], *columns: Any) -> TileConfi
     return config
 
 
+def _offered(problem: Problem, configs: Sequence[TileConfig], device: DeviceSpec) -> np.ndarray:
+    """Which of the problem's measured ``configs`` the space offers it today (the predictor's own mask)."""
+    return feasible_mask(problem, SpaceColumns.from_configs(configs), device)
+
+
 def _kendall_tau(predicted: np.ndarray, measured: np.ndarray) -> float:
     from scipy.stats import kendalltau
 
@@ -277,11 +286,10 @@ def evaluate_predictions(
         keys = rows["config_id"].astype(str).tolist()
         if len(set(keys)) != len(keys):
             raise ValueError(f"{problem}: a configuration appears twice among its candidates; deduplicate first")
-        times = measured[index]
-        pred = predicted_us[index]
-        rank = _space_rank(problem, device, keys, cache)
-        order = np.lexsort((rank, pred))
-        best = float(times.min())
+        all_times = measured[index]
+        all_pred = predicted_us[index]
+        best_config = keys[int(np.argmin(all_times))]
+        best = float(all_times.min())
         configs = [
             _config(made, v, bm, bn, bk, g, s, w, p)
             for v, bm, bn, bk, g, s, w, p in zip(
@@ -289,6 +297,16 @@ def evaluate_predictions(
                 rows["group_m"], rows["split_k"], rows["num_warps"], rows["num_stages"], strict=True,
             )
         ]  # fmt: skip
+        offered = _offered(problem, configs, device)
+        if not offered.any():
+            raise ValueError(f"{problem}: none of its {len(keys)} measured configurations is offered by the space")
+        if not offered.all():
+            keep = np.flatnonzero(offered)
+            keys = [keys[i] for i in keep]
+            configs = [configs[i] for i in keep]
+        times, pred = all_times[offered], all_pred[offered]
+        rank = _space_rank(problem, device, keys, cache)
+        order = np.lexsort((rank, pred))
         arrays = ConfigArrays.from_configs(configs)
         fixed = fixed_choice(problem, configs)
         tutorial = tutorial_choice(problem, configs, times)
@@ -296,14 +314,14 @@ def evaluate_predictions(
         results.append(
             ProblemResult(
                 problem=problem,
-                candidates=len(index),
-                best_config=keys[int(np.argmin(times))],
+                candidates=len(keys),
+                best_config=best_config,
                 best_time_us=best,
                 model_config=keys[order[0]],
                 top1=best / float(times[order[0]]),
                 top5=best / float(times[order[:TOP_K]].min()),
-                kendall_tau=_kendall_tau(pred, times),
-                log_rmse=float(np.sqrt(np.mean((np.log(pred) - np.log(times)) ** 2))),
+                kendall_tau=_kendall_tau(all_pred, all_times),
+                log_rmse=float(np.sqrt(np.mean((np.log(all_pred) - np.log(all_times)) ** 2))),
                 baselines={
                     "fixed": best / float(times[fixed.index]),
                     "tutorial": best / float(times[tutorial.index]),
