@@ -111,7 +111,8 @@ def feasible_mask(problem: Problem, space: SpaceColumns, device: DeviceSpec) -> 
 
     The rules, in that function's order: a tensor-descriptor config needs 16-byte aligned strides;
     BLOCK_M, BLOCK_N, BLOCK_K at most the smallest option covering M, N, K; SPLIT_K at most the
-    ``ceil(K / BLOCK_K)`` K steps; no split-K at K <= ``SPLIT_K_MIN_K``; no split-K on grids of ``SPLIT_K_MAX_WAVES · SMs`` tiles or more;
+    ``ceil(K / BLOCK_K)`` K steps; no split-K at K <= ``SPLIT_K_MIN_K``; no split-K on grids of
+    ``SPLIT_K_MAX_WAVES · SMs`` tiles or more;
     no GROUP_M > 1 on a one-row or one-column grid; none of :func:`~tilecost.space.miscompiled_on_ragged_k`'s
     configurations when K is not a multiple of 16. ``space`` must hold configurations of the space
     of the problem's dtype and layout on ``device`` (the space's own hardware rules are not repeated).

@@ -328,7 +328,9 @@ def test_split_k_is_refused_up_to_k_256(k: int) -> None:
     # 8 and more K steps of BLOCK_K=32 at K=256, yet split-K never won at K <= 256 on the H200
     config = cfg("ptr-64x64x32-g1-s2-w4-p3")
 
-    assert problem_infeasibility(Problem(64, 64, k), config, H200) == f"SPLIT_K at K={k}: split-K only pays from K > 256"
+    reason = problem_infeasibility(Problem(64, 64, k), config, H200)
+
+    assert reason == f"SPLIT_K at K={k}: split-K only pays from K > 256"
     assert {c.split_k for c in problem_candidates(Problem(64, 64, k))} == {1}
 
 

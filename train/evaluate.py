@@ -33,8 +33,8 @@ import numpy as np
 from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import DeviceSpec
 from tilecost.features import ConfigArrays
-from tilecost.problem import Problem
 from tilecost.predict.feasibility import SpaceColumns, feasible_mask
+from tilecost.problem import Problem
 from tilecost.space import config_space
 
 from .baselines import fixed_choice, roofline_order, tutorial_choice
