@@ -1,13 +1,15 @@
-"""The shipped model's held-out figures on each held-out set apart: the first 78 problems, the ninth
-session's second set (the problems of ``datasets/plans/2026-11-30-heldout-b-*.json`` that the dataset holds) and the
-twenty-fifth session's third, stride-ragged shapes (``datasets/plans/2026-12-02-s25-stride-ragged-heldout.json``).
+"""A model's held-out figures on each held-out set apart: the first 78 problems, the ninth session's second set (the
+problems of ``datasets/plans/2026-11-30-heldout-b-*.json`` that the dataset holds), the twenty-fifth session's third,
+stride-ragged shapes (``datasets/plans/2026-12-02-s25-stride-ragged-heldout.json``) and the twenty-eighth session's
+fourth, bf16 nt shapes with N and K off multiples of 16 (``datasets/plans/2026-12-03-s28-heldout-d.json``).
 
-    .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements]      (~40 s, 2 cores)
+    .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
-The model is fitted exactly as ``tilecost train`` fits it (the shipped settings, every training problem);
-held-out problems are never trained on, so adding a held-out set changes the figures' basis, not the model.
-Prints, per set, the summary line of the evaluation table (top-1 geometric mean and worst problem, top-5,
-Kendall tau, the baselines) with its bootstrap interval, then the second and third sets' tables per problem.
+The model is fitted exactly as ``tilecost train`` fits it (the shipped settings, every training problem), or with
+``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
+never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
+line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
+bootstrap interval, then the second, third and fourth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -37,24 +39,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
     parser.add_argument("--device-class", default="h200")
+    parser.add_argument("--artifact", default=None, help="evaluate this artifact's model instead of a refit")
     args = parser.parse_args()
 
     from tilecost.device import load_device
     from tilecost.train.dataset import load_measurements
+    from tilecost.train.loading import load_artifact_model
     from tilecost.train.model import CostModel
     from tilecost.train.pipeline import evaluate_model, fit_rows, split_by_role
 
     device = load_device(args.device_class)
     train, heldout = split_by_role(load_measurements(args.dataset, args.device_class))
-    model = fit_rows(CostModel(), train, device)
+    model = load_artifact_model(args.artifact)[0] if args.artifact else fit_rows(CostModel(), train, device)
     second = plan_keys("datasets/plans/2026-11-30-heldout-b-*.json")
     third = plan_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json")
+    fourth = plan_keys("datasets/plans/2026-12-03-s28-heldout-d.json")
     sets = {
         "all held-out": heldout,
-        "first set": heldout[~heldout.problem_key.isin(second | third)],
+        "first set": heldout[~heldout.problem_key.isin(second | third | fourth)],
         "second set (s9)": heldout[heldout.problem_key.isin(second)],
         "third (s25)": heldout[heldout.problem_key.isin(third)],
-        "first + second": heldout[~heldout.problem_key.isin(third)],
+        "fourth (s28)": heldout[heldout.problem_key.isin(fourth)],
+        "first + second": heldout[~heldout.problem_key.isin(third | fourth)],
     }
     results = {}
     for name, frame in sets.items():
@@ -71,7 +77,7 @@ def main() -> int:
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
         )
-    for name in ("second set (s9)", "third (s25)"):
+    for name in ("second set (s9)", "third (s25)", "fourth (s28)"):
         if name in results:
             print(f"\n{name}:")
             print(results[name].table())
