@@ -86,8 +86,11 @@ def test_a_late_best_has_the_rest_of_the_list_scored(artifact: Path) -> None:
     assert group.shortlist is not None
     position = {config: index for index, config in enumerate(group.scorer.space)}
     seen = {"extended": 0, "kept": 0, "empty head": 0, "small head": 0, "rank from every candidate": 0}
+    # which shapes have a small head depends on the fixture model, trained on the shipped dataset: the last three
+    # had one in the twenty-eighth session, when new rows took it from the earlier ones
     for m, n, k in [(300, 5001, 4096), (64, 4096, 4096), (1000, 1000, 1001), (8, 2048, 8192), (2048, 512, 300),
-                    (128, 128, 128), (4096, 4096, 512), (17, 3000, 700)]:  # fmt: skip
+                    (128, 128, 128), (4096, 4096, 512), (17, 3000, 700), (24, 6000, 1024), (72, 100, 300),
+                    (130, 100, 300)]:  # fmt: skip
         problem = Problem(m, n, k)
         assert group.shortlist.stride_list_id(problem) is None  # its own list alone
         row = [int(x) for x in group.shortlist.lists[group.shortlist.list_id(problem)] if x >= 0]
