@@ -101,6 +101,8 @@ def test_kinds_are_read_off_the_feature_rows(training) -> None:
         ({"tiny_best_us": -8.0}, "tiny_best_us"),
         ({"tiny_weight": 0.0}, "tiny_weight"),
         ({"balance_kinds": -0.5}, "balance_kinds"),
+        ({"hopeless_keep": 0.0}, "hopeless_keep"),
+        ({"hopeless_keep": 1.5}, "hopeless_keep"),
     ],
 )
 def test_bad_weight_settings_are_refused_at_fit(training, params: dict, message: str) -> None:
@@ -124,3 +126,21 @@ def test_fast_weighting_fits_the_fast_configurations_closer_and_still_predicts_m
 
     assert np.sqrt(np.mean(weighted[near] ** 2)) < np.sqrt(np.mean(plain[near] ** 2))
     assert np.sqrt(np.mean(weighted**2)) < 0.5  # the slow rows still get times, not just an order
+
+
+def test_hopeless_keep_fits_a_seeded_share_of_the_screening_bounds_weighted_up(training) -> None:
+    train, X, _ = training
+    times, groups = train["time_us"].to_numpy(), train["problem_key"].to_numpy()
+    hopeless = (train["status"] == "hopeless").to_numpy()
+    assert 0 < hopeless.sum() < len(hopeless)
+    kept = ~hopeless | (np.random.default_rng(3).random(len(X)) < 0.5)
+
+    cut = CostModel(**SMALL, seed=3, hopeless_keep=0.5).fit(X, times, groups=groups, hopeless=hopeless)
+    by_hand = CostModel(**SMALL, seed=3, hopeless_weight=2.0).fit(
+        X[kept], times[kept], groups=groups[kept], hopeless=hopeless[kept]
+    )
+    every = CostModel(**SMALL, seed=3).fit(X, times, groups=groups, hopeless=hopeless)
+
+    assert kept.sum() < len(X)
+    np.testing.assert_array_equal(cut.predict(X), by_hand.predict(X))  # the same rows, the same weights
+    assert not np.array_equal(cut.predict(X), every.predict(X))
