@@ -40,6 +40,7 @@ from tilecost.features import (
     ConfigFeatures,
 )
 from tilecost.problem import DType, Layout, Problem
+from tilecost.space import SPLIT_K_MIN_K
 
 from .feasibility import SpaceColumns, block_options, split_k_tile_limit
 
@@ -172,12 +173,13 @@ def problem_constants(
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """What every problem of a (dtype, layout) group on ``device`` gives the shortlist kernels
     (:func:`jit_kernels.shortlist_features`): ``constants``, float64 ``[in_bytes, out_bytes,
-    peak_flops_per_s, dtype code, layout is nt, split-K tile limit, sm_count, hbm_bytes_per_s]``, and
+    peak_flops_per_s, dtype code, layout is nt, split-K tile limit, sm_count, hbm_bytes_per_s, the largest K
+    refusing split-K]``, and
     ``fits``, int64 ``(2, L)``: :func:`~tilecost.predict.feasibility.block_options`, each row padded by
     repeating its largest. Raises as ``feature_matrix`` does for a dtype the device has no rate for."""
     constants = np.array(
         [dtype.in_bytes, dtype.out_bytes, device.peak_flops_per_s(dtype), DTYPES.index(dtype), layout is Layout.NT,
-         split_k_tile_limit(device), device.sm_count, device.hbm_bytes_per_s],
+         split_k_tile_limit(device), device.sm_count, device.hbm_bytes_per_s, SPLIT_K_MIN_K],
         dtype=np.float64,
     )  # fmt: skip
     rows = block_options(dtype)

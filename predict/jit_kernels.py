@@ -37,8 +37,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tilecost.space import SPLIT_K_MIN_K  # a module constant: numba freezes it into the kernel
-
 __all__ = ["LANES", "best_two", "dispatch_stump", "kth_distance", "score_shortlist", "shortlist_features", "walk_trees"]
 
 LANES = 16
@@ -104,7 +102,8 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
     """The feasible ``members`` (space indices) of the problem ``m`` × ``n`` × ``k`` and their feature rows (float64).
 
     ``constants``: float64, what every problem of the group shares: ``[in_bytes, out_bytes,
-    peak_flops_per_s, dtype code, layout is nt, split-K tile limit, sm_count, hbm_bytes_per_s]``;
+    peak_flops_per_s, dtype code, layout is nt, split-K tile limit, sm_count, hbm_bytes_per_s, SPLIT_K_MIN_K]``
+    (an argument, not a global: numba's cache would keep a global's old value after the rule changed);
     ``fits``: int64 ``(2, L)``, the BLOCK_M/BLOCK_N options and the dtype's BLOCK_K options, ascending,
     each row padded by repeating its largest (with the split-K tile limit, the problem's side of the
     rules: :func:`tilecost.predict.feasibility.problem_limits`); ``space_ints``: int64
@@ -120,6 +119,7 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
     nt = constants[4] != 0
     split_k_tiles = np.int64(constants[5])
     sm_count, hbm_bytes_per_s = constants[6], constants[7]
+    split_k_min_k = np.int64(constants[8])
     b_row = n + (k - n) * (1.0 if nt else 0.0)
     # tilecost.space.tma_aligned: every row stride a multiple of 16 bytes (exact: integers below 2**53)
     tma_ok = (k * in_bytes % 16 == 0) and (b_row * in_bytes % 16 == 0) and (n * out_bytes % 16 == 0)
@@ -135,7 +135,7 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
         grid_n = -(-ni // bn)
         ok = bm <= max_m and bn <= max_n and bk <= max_k
         ok = ok and sk <= -(-ki // bk)
-        ok = ok and (sk == 1 or ki > SPLIT_K_MIN_K)
+        ok = ok and (sk == 1 or ki > split_k_min_k)
         ok = ok and (sk == 1 or grid_m * grid_n < split_k_tiles)
         ok = ok and (gm == 1 or (grid_m > 1 and grid_n > 1))
         ok = ok and (tma_ok or tma == 0)

@@ -70,7 +70,7 @@ MIN_ACC_PER_THREAD = 8
 MAX_SPLIT_TILE = 128
 SPLIT_K_MAX_WAVES = 2
 # No split-K at K <= SPLIT_K_MIN_K: the second launch (and the partials' traffic) costs more than a K loop this short
-# takes. Measured before the rule (twenty-eighth session, BENCHMARKS §1): on all 454 H200 problems with K <= 256 and
+# takes. Measured before the rule (twenty-eighth session, BENCHMARKS §4): on all 454 H200 problems with K <= 256 and
 # split-K configurations timed (every dtype and layout), the best split-K time was 1.02-5.1x the best without; split-K
 # first won at K = 278 (19 of 249 problems with K in 257..512).
 SPLIT_K_MIN_K = 256
