@@ -19,6 +19,7 @@ bf16-nt-x-x`` (one pointer pattern, so one compile).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -46,7 +47,7 @@ def draw(seeds: list[int], max_flop: float | None = None) -> dict[str, list[dict
         .column("problem_key").unique().to_pylist()
     )  # fmt: skip
     by_pattern: dict[str, list[dict]] = {}
-    for seed, dtype, layout in ((s, d, lay) for s in seeds for d in DType for lay in Layout):
+    for seed, dtype, layout in itertools.product(seeds, DType, Layout):
         for family, count in FAMILIES:
             for p in plan_family(family, count, dtype, layout, seed):
                 if not is_heldout(p) or p.key in measured:

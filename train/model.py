@@ -363,15 +363,17 @@ class CostModel:
             raise ValueError("time_us must be positive and finite")
         if not np.isfinite(X).all():
             raise ValueError("X has non-finite values; build it with tilecost.features.feature_matrix")
-        hopeless_factor = self.hopeless_weight
+        thinned = None  # the screening bounds kept by ``hopeless_keep`` < 1
         if hopeless is not None and self.hopeless_keep < 1:
             hopeless = np.asarray(hopeless, dtype=bool)
             kept = ~hopeless | (np.random.default_rng(self.seed).random(len(X)) < self.hopeless_keep)
-            X, time_us, groups, hopeless = X[kept], time_us[kept], groups[kept], hopeless[kept]
-            hopeless_factor = self.hopeless_weight / self.hopeless_keep
+            X, time_us, groups, thinned = X[kept], time_us[kept], groups[kept], hopeless[kept]
+            hopeless = thinned
         problem_ids, inverse = np.unique(groups, return_inverse=True)
         kind = _kind_of_rows(X) if self.balance_kinds else None
-        weight = self.sample_weight(time_us, inverse, hopeless, kind=kind, hopeless_weight=hopeless_factor)
+        weight = self.sample_weight(time_us, inverse, hopeless, kind=kind)
+        if thinned is not None:  # the kept screening bounds stand for the dropped ones too
+            weight[thinned] /= self.hopeless_keep
         y = to_target(time_us, X, self.target)
         params = self.xgb_params()
         names = list(FEATURE_NAMES)
@@ -429,7 +431,6 @@ class CostModel:
         problem: NDArray[np.intp],
         hopeless: ArrayLike | None = None,
         kind: NDArray[np.intp] | None = None,
-        hopeless_weight: float | None = None,
     ) -> NDArray[np.float64]:
         """Each row's training weight (module docstring, "Weights"), from its time and problem index.
 
@@ -437,7 +438,7 @@ class CostModel:
         ``max(floor, 2 ** -(octaves / fast_halflife_octaves))``, ``octaves = log2(time / problem's best)``,
         is applied first; ``balance_problems`` then gives every problem the same total weight (the
         mean row count), so the factor moves weight within a problem, not between problems;
-        hopeless (``hopeless_weight``, default the setting's) and tiny-problem factors multiply last.
+        hopeless and tiny-problem factors multiply last.
         """
         counts = np.bincount(problem)
         best = np.full(len(counts), np.inf)
@@ -449,8 +450,7 @@ class CostModel:
         if self.balance_problems:
             weight *= counts.mean() / np.bincount(problem, weights=weight)[problem]
         if hopeless is not None:
-            factor = self.hopeless_weight if hopeless_weight is None else hopeless_weight
-            weight[np.asarray(hopeless, dtype=bool)] *= factor
+            weight[np.asarray(hopeless, dtype=bool)] *= self.hopeless_weight
         if self.tiny_best_us:
             weight[best[problem] < self.tiny_best_us] *= self.tiny_weight
         if self.balance_kinds and kind is not None:
