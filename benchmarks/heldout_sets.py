@@ -1,7 +1,9 @@
 """A model's held-out figures on each held-out set apart: the first 78 problems, the ninth session's second set (the
 problems of ``datasets/plans/2026-11-30-heldout-b-*.json`` that the dataset holds), the twenty-fifth session's third,
-stride-ragged shapes (``datasets/plans/2026-12-02-s25-stride-ragged-heldout.json``) and the twenty-eighth session's
-fourth, bf16 nt shapes with N and K off multiples of 16 (``datasets/plans/2026-12-03-s28-heldout-d.json``).
+stride-ragged shapes (``datasets/plans/2026-12-02-s25-stride-ragged-heldout.json``), the twenty-eighth session's
+fourth, bf16 nt shapes with N and K off multiples of 16 (``datasets/plans/2026-12-03-s28-heldout-d.json``) and the
+twenty-ninth session's fifth, fp16 and fp32 shapes of both layouts, the groups the earlier sets held least of
+(``datasets/plans/2026-12-03-s29-heldout-e*.json``).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -9,7 +11,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, then the second, third and fourth sets' tables per problem.
+bootstrap interval, then the second to fifth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -54,13 +56,16 @@ def main() -> int:
     second = plan_keys("datasets/plans/2026-11-30-heldout-b-*.json")
     third = plan_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json")
     fourth = plan_keys("datasets/plans/2026-12-03-s28-heldout-d.json")
+    fifth = plan_keys("datasets/plans/2026-12-03-s29-heldout-e*.json")
     sets = {
         "all held-out": heldout,
-        "first set": heldout[~heldout.problem_key.isin(second | third | fourth)],
+        "first set": heldout[~heldout.problem_key.isin(second | third | fourth | fifth)],
         "second set (s9)": heldout[heldout.problem_key.isin(second)],
         "third (s25)": heldout[heldout.problem_key.isin(third)],
         "fourth (s28)": heldout[heldout.problem_key.isin(fourth)],
-        "first + second": heldout[~heldout.problem_key.isin(third | fourth)],
+        "fifth (s29)": heldout[heldout.problem_key.isin(fifth)],
+        "first + second": heldout[~heldout.problem_key.isin(third | fourth | fifth)],
+        "all but the fifth": heldout[~heldout.problem_key.isin(fifth)],
     }
     results = {}
     for name, frame in sets.items():
@@ -77,7 +82,7 @@ def main() -> int:
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
         )
-    for name in ("second set (s9)", "third (s25)", "fourth (s28)"):
+    for name in ("second set (s9)", "third (s25)", "fourth (s28)", "fifth (s29)"):
         if name in results:
             print(f"\n{name}:")
             print(results[name].table())
