@@ -222,3 +222,18 @@ def test_max_leaves_grows_deep_trees_best_leaf_first_within_the_leaf_budget(trai
     assert max(leaves(limited)) <= 6 < max(leaves(free))
     with pytest.raises(ValueError, match="max_leaves"):
         _fit(training, max_leaves=-1)
+
+
+def test_fit_grows_the_trees_xgboost_grows_from_a_plain_dmatrix(training) -> None:
+    """The fit quantises X once (QuantileDMatrix); the trees must stay those of XGBoost's float DMatrix."""
+    import xgboost as xgb
+
+    train, X, _ = training
+    model = _fit(training, center_problems=False)
+    groups = np.unique(train["problem_key"], return_inverse=True)[1]
+    weight = model.sample_weight(train["time_us"].to_numpy(), groups)
+    y = to_target(train["time_us"].to_numpy(), X, model.target)
+    plain = xgb.train(model.xgb_params(), xgb.DMatrix(X, y, weight=weight, feature_names=list(FEATURE_NAMES)),
+                      num_boost_round=model.n_estimators)  # fmt: skip
+
+    assert np.array_equal(model.booster_.inplace_predict(X), plain.inplace_predict(X))

@@ -381,7 +381,9 @@ class CostModel:
         if self.center_problems:  # each problem's weighted mean target: the level booster's label
             level = np.bincount(inverse, weights=weight * y) / np.bincount(inverse, weights=weight)
             y = y - level[inverse]
-        dtrain = xgb.DMatrix(X, y, weight=weight, feature_names=names)
+        # Quantised once, straight from X: the same bins and trees as a DMatrix (identical predictions on the
+        # twenty-ninth session's 2.48M training rows), without a float copy of X, and 6% faster to fit there.
+        dtrain = xgb.QuantileDMatrix(X, y, weight=weight, feature_names=names, max_bin=self.max_bin)
         if self.n_bags == 1:
             booster = xgb.train(params, dtrain, num_boost_round=self.n_estimators)
         else:
