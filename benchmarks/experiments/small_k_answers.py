@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -41,17 +42,21 @@ def answer(count: int, seed: int) -> None:
 
 
 def compare(old_path: str, new_path: str) -> None:
-    old = [json.loads(line) for line in open(old_path)]
-    new = [json.loads(line) for line in open(new_path)]
+    old = [json.loads(line) for line in Path(old_path).read_text().splitlines()]
+    new = [json.loads(line) for line in Path(new_path).read_text().splitlines()]
     changed = [(o, n) for o, n in zip(old, new, strict=True) if o["config"] != n["config"]]
     split = sum("-s1-" not in o["config"] for o, _ in changed)
     old_split = sum("-s1-" not in o["config"] for o in old)
-    print(f"{len(old)} shapes: {len(changed)} answers changed ({split} of them split-K before); "
-          f"{old_split} split-K answers before, {sum('-s1-' not in n['config'] for n in new)} after")
+    print(
+        f"{len(old)} shapes: {len(changed)} answers changed ({split} of them split-K before); "
+        f"{old_split} split-K answers before, {sum('-s1-' not in n['config'] for n in new)} after"
+    )
     ratios = [n["time_us"] / o["time_us"] for o, n in changed]
     if ratios:
-        print(f"predicted time of the new answer / the old one: median {np.median(ratios):.3f}, "
-              f"range {min(ratios):.3f}-{max(ratios):.3f}")
+        print(
+            f"predicted time of the new answer / the old one: median {np.median(ratios):.3f}, "
+            f"range {min(ratios):.3f}-{max(ratios):.3f}"
+        )
     for o, n in changed[:10]:
         print(f"  {o['key']}: {o['config']} ({o['time_us']:.2f} µs) -> {n['config']} ({n['time_us']:.2f} µs)")
 
