@@ -381,8 +381,9 @@ class CostModel:
         if self.center_problems:  # each problem's weighted mean target: the level booster's label
             level = np.bincount(inverse, weights=weight * y) / np.bincount(inverse, weights=weight)
             y = y - level[inverse]
-        # Quantised once, straight from X: the same bins and trees as a DMatrix (identical predictions on the
-        # twenty-ninth session's 2.48M training rows), without a float copy of X, and 6% faster to fit there.
+        # Quantised once, straight from X: the same bins and trees as a DMatrix (identical predictions on all of the
+        # twenty-ninth session's 2.48M training rows) without a float copy of X; fit time the same within this
+        # machine's noise (-6% in one run, +4% in another: BENCHMARKS §4).
         dtrain = xgb.QuantileDMatrix(X, y, weight=weight, feature_names=names, max_bin=self.max_bin)
         if self.n_bags == 1:
             booster = xgb.train(params, dtrain, num_boost_round=self.n_estimators)
