@@ -38,7 +38,8 @@ def parse_segment(text: str) -> tuple[str, str, int, list[str], float]:
         raise argparse.ArgumentTypeError(f"segment {text!r}: expected LAYOUT:PATTERN:COUNT[:FAMILIES[:MAX_FLOP]]")
     layout, pattern, count = parts[:3]
     if layout not in {x.value for x in Layout}:
-        raise argparse.ArgumentTypeError(f"segment {text!r}: layout {layout!r} is not one of {[x.value for x in Layout]}")
+        allowed = [x.value for x in Layout]
+        raise argparse.ArgumentTypeError(f"segment {text!r}: layout {layout!r} is not one of {allowed}")
     if pattern not in PATTERNS:
         raise argparse.ArgumentTypeError(f"segment {text!r}: pattern {pattern!r} is not one of {list(PATTERNS)}")
     if not count.isdigit() or int(count) < 1:
@@ -54,8 +55,12 @@ def parse_segment(text: str) -> tuple[str, str, int, list[str], float]:
     return layout, pattern, int(count), families, max_flop
 
 
+def entry_key(entry: dict) -> str:
+    return Problem(entry["m"], entry["n"], entry["k"], DType(entry["dtype"]), Layout(entry["layout"])).key
+
+
 def plan_keys(path: Path) -> set[str]:
-    return {Problem(e["m"], e["n"], e["k"], DType(e["dtype"]), Layout(e["layout"])).key for e in json.loads(path.read_text())}
+    return {entry_key(e) for e in json.loads(path.read_text())}
 
 
 def main() -> None:
@@ -73,7 +78,7 @@ def main() -> None:
     plan: list[dict] = []
     for layout, pattern, count, families, max_flop in args.segments:
         part = draw_training_plan(args.dtype, layout, count, [pattern], args.seed, max_flop, families, taken)
-        taken |= {Problem(e["m"], e["n"], e["k"], DType(e["dtype"]), Layout(e["layout"])).key for e in part}
+        taken |= {entry_key(e) for e in part}
         plan += part
         print(f"{layout} {pattern} {'+'.join(families)} ≤ {max_flop:.0e} flop: {len(part)} of {count}")
     path.write_text(json.dumps(plan, indent=0) + "\n")
