@@ -11,7 +11,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, then the second to fifth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to fifth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def main() -> int:
         "first + second": heldout[~heldout.problem_key.isin(third | fourth | fifth)],
         "all but the fifth": heldout[~heldout.problem_key.isin(fifth)],
     }
+    for dtype in sorted(heldout.dtype.astype(str).unique()):  # each dtype over every set (thirtieth session)
+        sets[f"{dtype}, all sets"] = heldout[heldout.dtype.astype(str) == dtype]
     results = {}
     for name, frame in sets.items():
         if frame.problem_key.nunique() == 0:
@@ -77,7 +79,7 @@ def main() -> int:
         low, high = ev.top1_interval()
         results[name] = ev
         print(
-            f"{name:<16} {int(s['problems']):>4} problems | top-1 {s['top1_geomean']:.3f} (90% {low:.3f}-{high:.3f}),"
+            f"{name:<17} {int(s['problems']):>4} problems | top-1 {s['top1_geomean']:.3f} (90% {low:.3f}-{high:.3f}),"
             f" worst {s['top1_worst']:.3f} | top-5 {s['top5_geomean']:.3f}, worst {s['top5_worst']:.3f} |"
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
