@@ -67,8 +67,8 @@ def main() -> int:
         "first + second": heldout[~heldout.problem_key.isin(third | fourth | fifth)],
         "all but the fifth": heldout[~heldout.problem_key.isin(fifth)],
     }
-    for dtype in sorted(heldout.dtype.astype(str).unique()):  # each dtype over every set (thirtieth session)
-        sets[f"{dtype}, all sets"] = heldout[heldout.dtype.astype(str) == dtype]
+    for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
+        sets[f"{dtype}, all sets"] = frame
     results = {}
     for name, frame in sets.items():
         if frame.problem_key.nunique() == 0:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from train_plan import FAMILIES, POOL, draw_training_plan
 
+from tilecost.collect.plans import load_plan_file
 from tilecost.problem import DType, Layout, Problem
 
 PATTERNS = ("16-16", "x-x")
@@ -37,8 +38,8 @@ def parse_segment(text: str) -> tuple[str, str, int, list[str], float]:
     if not 3 <= len(parts) <= 5:
         raise argparse.ArgumentTypeError(f"segment {text!r}: expected LAYOUT:PATTERN:COUNT[:FAMILIES[:MAX_FLOP]]")
     layout, pattern, count = parts[:3]
-    if layout not in {x.value for x in Layout}:
-        allowed = [x.value for x in Layout]
+    allowed = [x.value for x in Layout]
+    if layout not in allowed:
         raise argparse.ArgumentTypeError(f"segment {text!r}: layout {layout!r} is not one of {allowed}")
     if pattern not in PATTERNS:
         raise argparse.ArgumentTypeError(f"segment {text!r}: pattern {pattern!r} is not one of {list(PATTERNS)}")
@@ -56,11 +57,7 @@ def parse_segment(text: str) -> tuple[str, str, int, list[str], float]:
 
 
 def entry_key(entry: dict) -> str:
-    return Problem(entry["m"], entry["n"], entry["k"], DType(entry["dtype"]), Layout(entry["layout"])).key
-
-
-def plan_keys(path: Path) -> set[str]:
-    return {entry_key(e) for e in json.loads(path.read_text())}
+    return Problem(entry["m"], entry["n"], entry["k"], entry["dtype"], entry["layout"]).key
 
 
 def main() -> None:
@@ -74,7 +71,10 @@ def main() -> None:
     path = Path(f"datasets/plans/{args.name}.json")
     if path.exists():
         parser.error(f"{path} exists: a plan is never rewritten (a run may be resuming it)")
-    taken = set().union(*(plan_keys(p) for p in args.exclude))
+    try:
+        taken = {entry.problem.key for plan in args.exclude for entry in load_plan_file(plan)}
+    except ValueError as exc:  # a missing or malformed plan: the reader's message names the file and the entry
+        parser.error(f"--exclude: {exc}")
     plan: list[dict] = []
     for layout, pattern, count, families, max_flop in args.segments:
         part = draw_training_plan(args.dtype, layout, count, [pattern], args.seed, max_flop, families, taken)
