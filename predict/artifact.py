@@ -52,6 +52,7 @@ __all__ = [
     "check_booster",
     "load_artifact",
     "save_artifact",
+    "swap_in",
 ]
 
 ARTIFACT_SCHEMA_VERSION = 2
@@ -93,6 +94,9 @@ class ArtifactMetadata:
     files: Mapping[str, str] = field(default_factory=dict)
     ood: Mapping[str, Any] = field(default_factory=dict)  # calibrated out-of-distribution thresholds
     training: Mapping[str, Any] = field(default_factory=dict)  # params, seed, dataset digest, metrics
+    # The dataset ``measured.json`` was built from (digest, files, problems, rows): the training dataset at export,
+    # a newer one after ``tilecost refresh-measured``. Empty in artifacts exported before the thirty-first session.
+    measured_from: Mapping[str, Any] = field(default_factory=dict)
     # The booster's last ``level_trees`` trees predict each problem's level from its problem columns alone
     # (``CostModel(center_problems=True)``): the same for every candidate of a problem, so a predictor ranks
     # with the other trees and adds the level once per query. 0: no such trees.
@@ -119,6 +123,7 @@ class ArtifactMetadata:
         _check_files(self.files)
         _check_ood(self.ood)
         _check_mapping("training", self.training)
+        _check_mapping("measured_from", self.measured_from)
         _check_int("level_trees", self.level_trees, 0)
         _check_int("artifact_schema_version", self.artifact_schema_version, 1)
         object.__setattr__(self, "feature_names", tuple(self.feature_names))
@@ -327,6 +332,24 @@ def save_artifact(
         (directory / name).write_bytes(data)
     (directory / METADATA_FILE).write_text(meta.to_json())
     return directory
+
+
+def swap_in(new: str | Path, target: str | Path) -> None:
+    """Replace the directory ``target`` by ``new`` (beside it, on the same file system) with two renames:
+    ``target`` is the old artifact until the first and the new one from the second on; a crash between them
+    leaves the old one as ``.<target name>.old`` beside it, which the next swap removes."""
+    import shutil
+
+    new, target = Path(new), Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.with_name(f".{target.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    if old.exists():
+        shutil.rmtree(old)
 
 
 def load_artifact(

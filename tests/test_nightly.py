@@ -159,6 +159,31 @@ def test_flagged_queries_are_planned_first_and_their_gain_reported(first_night, 
     assert gain["before_geomean"] is not None and 0 < gain["after_geomean"] <= 1
 
 
+def test_an_unchanged_champion_gets_the_nights_measurements_in_its_tuning_database(first_night, capsys) -> None:
+    from tilecost.predict.artifact import load_artifact
+    from tilecost.train.dataset import load_measurements
+
+    base, _ = first_night
+    artifact = base / "state" / "artifact" / "h200"
+    metadata, blobs = load_artifact(artifact)
+    before = json.loads(blobs["measured.json"])
+    dataset = load_measurements(base / "measurements", "h200")
+    assert set(dataset.problem_keys()) > set(before)  # the nights since the first collected more
+    # tonight's challenger did not beat the champion (its record as the train step writes it)
+    steps = base / "state" / "2026-12-02" / "steps"
+    steps.mkdir(parents=True)
+    (steps / "train.json").write_text(json.dumps({"promoted": False, "decision": "does not beat champion v1",
+                                                  "model_version": "9"}))  # fmt: skip
+
+    code, summary = _run(_night(base, "2026-12-02", "--steps", "export"), capsys)
+
+    assert code == EXIT_OK and "export done" in summary
+    refreshed, files = load_artifact(artifact)
+    assert set(json.loads(files["measured.json"])) == set(dataset.problem_keys())
+    assert files["model.ubj"] == blobs["model.ubj"]  # the champion's booster, unchanged
+    assert refreshed.measured_from["dataset_digest"] == dataset.digest != metadata.measured_from["dataset_digest"]
+
+
 def test_shards_collect_their_share_and_the_last_one_trains(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

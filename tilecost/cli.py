@@ -3,7 +3,7 @@
     tilecost space     --device h200 --dtype bf16 --layout nt      count / list the candidate space
     tilecost collect   --family random=40 --dtypes bf16 ...        sweep a plan into the dataset
     tilecost compact   --run-id r19mt                                merge a finished run's files, one per partition
-    tilecost train / evaluate                                        (tilecost.train.cli)
+    tilecost train / evaluate / refresh-measured                     (tilecost.train.cli)
     tilecost nightly   --device-class h200                           the nightly loop (tilecost.train.nightly)
     tilecost report    --out DIR                                     figures and an HTML page of a model
     tilecost predict   24 14336 4096                                 (tilecost.predict.cli)

@@ -2,6 +2,7 @@
 
     tilecost train    --device-class h200 [--export-dir DIR]  fit, evaluate on held-out shapes, log to MLflow, export
     tilecost evaluate --device-class h200 [--artifact DIR | --model-uri models:/tilecost-h200@champion]
+    tilecost refresh-measured --device-class h200 [--artifact DIR] [--out DIR]  the tuning database from --dataset
 
 Both print the held-out evaluation table. ``train`` writes a predictor artifact only into the
 ``--export-dir`` it is given: the shipped model (``tilecost/models/<class>``) is replaced only by
@@ -145,6 +146,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_refresh_measured(args: argparse.Namespace) -> int:
+    from .export import default_export_dir
+    from .refresh import refresh_measured
+
+    artifact = Path(args.artifact) if args.artifact else default_export_dir(args.device_class)
+    result = refresh_measured(artifact, args.dataset, out=args.out)
+    print(result.summary())
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add this package's subcommands to the CLI's subparsers. Imports nothing heavy."""
     p = sub.add_parser("train", help="fit the XGBoost cost model of a device class, evaluate, track, export")
@@ -174,3 +185,13 @@ def register(sub: Any) -> None:
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI for --model-uri")
     p.add_argument("--summary-only", action="store_true", help="omit the per-problem lines")
     p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser(
+        "refresh-measured", help="rebuild an artifact's tuning database (measured.json) from a dataset, no retraining"
+    )
+    p.add_argument("--dataset", default=str(SHIPPED_DATASET),
+                   help="dataset root, a path or pyarrow URI (default %(default)s: the shipped dataset)")  # fmt: skip
+    p.add_argument("--device-class", default="h200", help="the shipped model to refresh (default %(default)s)")
+    p.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
+    p.add_argument("--out", default=None, help="write the refreshed artifact here, a new directory (default: in place)")
+    p.set_defaults(func=_cmd_refresh_measured)

@@ -8,7 +8,9 @@ The artifact (format: :mod:`tilecost.predict.artifact`) is the booster in XGBoos
   the target transform, the training domain (:func:`training_domain`) and how the model was
   trained (parameters, seed, dataset digest, metrics, row counts);
 * ``measured.json`` is the tuning database of measured bests (:func:`measured_database`) over
-  every measured problem, training and held-out: a shape that was measured needs no model;
+  every measured problem, training and held-out: a shape that was measured needs no model. The sidecar's
+  ``measured_from`` names the dataset (:func:`measured_provenance`); ``tilecost refresh-measured``
+  (:mod:`tilecost.train.refresh`) rebuilds the table from a newer dataset without retraining;
 * whatever :func:`tilecost.predict.prepare_artifact_files` precomputes for the predictor, when
   that function exists (shortlists, out-of-distribution calibration), merged in.
 
@@ -32,6 +34,7 @@ from tilecost.problem import DType, Layout, Problem
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .dataset import Measurements
     from .evaluate import Evaluation
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "export_artifact",
     "main_trees_scorer",
     "measured_database",
+    "measured_provenance",
     "ood_calibration",
     "training_domain",
 ]
@@ -124,6 +128,16 @@ def measured_database(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return database
 
 
+def measured_provenance(measurements: Measurements) -> dict[str, Any]:
+    """What the sidecar's ``measured_from`` records of the dataset a ``measured.json`` was built from."""
+    return {
+        "dataset_digest": measurements.digest,
+        "dataset_files": len(measurements.files),
+        "problems": int(measurements.frame["problem_key"].nunique()),
+        "timed_rows": measurements.rows_timed,
+    }
+
+
 def build_metadata(
     *,
     device_class: str,
@@ -133,9 +147,11 @@ def build_metadata(
     training: Mapping[str, Any],
     ood: Mapping[str, Any] | None = None,
     level_trees: int = 0,
+    measured_from: Mapping[str, Any] | None = None,
 ) -> ArtifactMetadata:
     """The sidecar for a model trained on the current feature schema (``level_trees``: the booster's
-    trailing per-problem level trees, :attr:`CostModel.level_trees_`)."""
+    trailing per-problem level trees, :attr:`CostModel.level_trees_`; ``measured_from``:
+    :func:`measured_provenance` of the dataset ``measured.json`` is built from)."""
     triton = fingerprint.get("triton_version")
     if not isinstance(triton, str):
         raise ValueError(f"fingerprint triton_version={triton!r}: the rows must come from one Triton version")
@@ -150,6 +166,7 @@ def build_metadata(
         training=dict(training),
         ood=dict(ood or {}),
         level_trees=level_trees,
+        measured_from=dict(measured_from or {}),
     )
 
 

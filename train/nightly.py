@@ -15,7 +15,9 @@
    ``champion`` alias only when the new model beats the champion on the same held-out problems;
    also measures tonight's gain on the flagged problems (previous champion against the new model);
 5. **export**: the new champion's predictor artifact, in a child process under a time limit
-   (the predictor's precomputation can be slow), swapped into ``export_dir`` whole;
+   (the predictor's precomputation can be slow), swapped into ``export_dir`` whole; with the champion
+   unchanged, its artifact there gets its tuning database refreshed from tonight's dataset
+   (:mod:`~tilecost.train.refresh`);
 6. **report**: ``<night>/report.md`` and, with matplotlib, the champion's figures and HTML page
    (:mod:`tilecost.train.report`).
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from tilecost.collect.plans import PlanEntry
 from tilecost.errors import TilecostError
+from tilecost.predict.artifact import METADATA_FILE, swap_in
 
 from .nightly_plan import FLAGGED_FAMILY
 from .nightly_settings import ExportMode, NightlyError, Step
@@ -181,19 +182,21 @@ def _export_job(
     _export(result, train, Path(directory), samples=samples)
 
 
-def _swap_in(new: Path, target: Path) -> None:
-    """Replace ``target`` by ``new`` with two renames, so readers see the old or the new artifact."""
-    import shutil
+def _refresh_measured(night: NightContext, train: dict[str, Any]) -> StepOutcome:
+    """The champion is unchanged, so its artifact stays, with its tuning database rebuilt from tonight's dataset
+    (:func:`~tilecost.train.refresh.refresh_measured`): the shapes measured tonight are answered from their
+    measurements from now on, not by the model until the next promotion."""
+    from .refresh import refresh_measured
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.with_name(f".{target.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
-    if target.exists():
-        target.rename(old)
-    new.rename(target)
-    if old.exists():
-        shutil.rmtree(old)
+    target = night.s.resolved_export_dir
+    unchanged = f"export: champion unchanged ({train['decision']}); its artifact stays"
+    if not (target / METADATA_FILE).is_file():
+        return StepOutcome(Step.EXPORT, Outcome.SKIPPED, f"{unchanged} (none in {target} yet)")
+    try:
+        result = refresh_measured(target, night.s.dataset)
+    except (TilecostError, ValueError) as exc:  # another Triton version or device, an older dataset
+        return StepOutcome(Step.EXPORT, Outcome.FAILED, f"{unchanged}; its measured.json NOT refreshed: {exc}")
+    return StepOutcome(Step.EXPORT, Outcome.DONE, f"{unchanged}; {result.summary()}")
 
 
 def step_export(night: NightContext) -> StepOutcome:
@@ -208,8 +211,7 @@ def step_export(night: NightContext) -> StepOutcome:
     if train is None:
         return StepOutcome(Step.EXPORT, Outcome.SKIPPED, "export: nothing trained tonight")
     if not train["promoted"]:
-        return StepOutcome(Step.EXPORT, Outcome.SKIPPED, f"export: champion unchanged ({train['decision']}); "
-                           "its artifact stays")  # fmt: skip
+        return _refresh_measured(night, train)
     record = d.read_record("export")
     if record is not None and record.get("model_version") == train["model_version"] and record.get("ok"):
         return StepOutcome(Step.EXPORT, Outcome.REUSED, f"export: {record['directory']} (done earlier tonight)", record)
@@ -241,7 +243,7 @@ def step_export(night: NightContext) -> StepOutcome:
         d.write_record("export", record)
         return StepOutcome(Step.EXPORT, Outcome.FAILED, f"export: {why}; the previous artifact in {target} stays "
                            "(the MLflow registry holds the new champion)", record)  # fmt: skip
-    _swap_in(staging, target)
+    swap_in(staging, target)
     mlflow.MlflowClient(train["tracking_uri"]).log_artifacts(train["mlflow_run_id"], str(target), "predictor_artifact")
     record["ok"] = True
     d.write_record("export", record)

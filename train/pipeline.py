@@ -314,6 +314,7 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, sample
         export_artifact,
         main_trees_scorer,
         measured_database,
+        measured_provenance,
         ood_calibration,
         training_domain,
     )
@@ -336,6 +337,7 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, sample
         training=training,
         ood=ood_calibration(result.evaluation, [Problem.from_key(k) for k in sorted(set(train["problem_key"]))]),
         level_trees=result.model.level_trees_,
+        measured_from=measured_provenance(m),
     )
     scorer = main_trees_scorer(result.model.booster_, result.model.level_trees_)  # training is over by now
     settings = None if samples is None else {"samples": samples}

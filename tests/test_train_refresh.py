@@ -1,0 +1,184 @@
+"""``tilecost refresh-measured``: an artifact's tuning database rebuilt from a newer dataset, the booster and the
+predictor's files kept byte for byte, the sidecar's checksums and ``measured_from`` updated; a dataset that does not
+fit the artifact is refused and nothing is written, in place or elsewhere."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.test_train_fixtures import HELDOUT_PROBLEMS, TRAIN_PROBLEMS, problem_rows, write_dataset
+from tilecost.cli import main
+from tilecost.collect.store import DatasetStore
+from tilecost.errors import ArtifactError, DatasetError
+from tilecost.predict.artifact import METADATA_FILE, MODEL_FILE, load_artifact
+from tilecost.problem import Problem
+from tilecost.train import refresh as refresh_module
+from tilecost.train.dataset import load_measurements
+from tilecost.train.export import MEASURED_FILE
+from tilecost.train.pipeline import train_device_class
+from tilecost.train.refresh import refresh_measured
+
+PARAMS = {"n_estimators": 10, "max_depth": 3, "n_jobs": 1}
+NEW_PROBLEMS = (Problem(96, 3000, 640, "bf16", "nt"), Problem(4096, 64, 512, "bf16", "nt"))
+LATER = dt.datetime(2026, 12, 3, tzinfo=dt.UTC)
+
+
+def _prepare(model: bytes, metadata: object, **_: object) -> dict[str, bytes]:
+    return {"predictor.json": b'{"format": 1}'}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The dataset an artifact was exported from, and the artifact."""
+    base = tmp_path_factory.mktemp("refresh")
+    root = write_dataset(base / "ds")
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr("tilecost.predict.prepare_artifact_files", _prepare)
+    try:
+        train_device_class(root, "h200", model_params=PARAMS, export_dir=base / "artifact")
+    finally:
+        monkey.undo()
+    return root, base / "artifact"
+
+
+def _newer(root: Path, target: Path) -> Path:
+    """``root`` plus two new problems and a newer run of one held-out problem (every config 7 µs, so its best is
+    the config with the smallest key)."""
+    shutil.copytree(root, target)
+    store = DatasetStore(target)
+    for problem in NEW_PROBLEMS:
+        store.write_problem("h200", problem, "rnew", problem_rows(problem, "train", run_id="rnew", timestamp=LATER))
+    again = HELDOUT_PROBLEMS[0]
+    rows = problem_rows(again, "heldout", run_id="rnew", timestamp=LATER, time_us=7.0, status="ok")
+    store.write_problem("h200", again, "rnew", rows)
+    return target
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+def test_the_table_grows_to_the_newer_dataset_and_nothing_else_changes(exported, tmp_path: Path) -> None:
+    root, artifact = exported
+    newer = _newer(root, tmp_path / "newer")
+    before_meta, before = load_artifact(artifact)
+
+    result = refresh_measured(artifact, newer, out=tmp_path / "out")
+    after_meta, after = load_artifact(tmp_path / "out")  # checksums verified
+    old, new = json.loads(before[MEASURED_FILE]), json.loads(after[MEASURED_FILE])
+
+    again = HELDOUT_PROBLEMS[0].key
+    assert set(new) == set(old) | {p.key for p in NEW_PROBLEMS}
+    assert result.added == tuple(sorted(p.key for p in NEW_PROBLEMS)) and result.changed == (again,)
+    assert (result.before, result.after) == (len(old), len(old) + 2)
+    assert new[again]["time_us"] == 7.0 and new[again]["config_id"] == min(r["config_id"] for r in problem_rows(
+        HELDOUT_PROBLEMS[0], "heldout"))  # fmt: skip
+    assert all(new[key] == old[key] for key in old if key != again)
+    assert after[MODEL_FILE] == before[MODEL_FILE] and after["predictor.json"] == before["predictor.json"]
+    assert after_meta.domain == before_meta.domain and after_meta.training == before_meta.training
+    assert after_meta.measured_from["dataset_digest"] == load_measurements(newer, "h200").digest
+    assert after_meta.measured_from["problems"] == len(new)
+    assert before_meta.measured_from["dataset_digest"] == load_measurements(root, "h200").digest  # the export's
+    assert _snapshot(artifact) == {**before, METADATA_FILE: (artifact / METADATA_FILE).read_bytes()}  # untouched
+
+
+def test_in_place_swaps_the_directory_and_leaves_nothing_beside_it(exported, tmp_path: Path) -> None:
+    root, artifact = exported
+    newer = _newer(root, tmp_path / "newer")
+    home = tmp_path / "models"
+    shutil.copytree(artifact, home / "h200")
+
+    result = refresh_measured(home / "h200", newer)
+
+    assert result.artifact == home / "h200"
+    assert [p.name for p in home.iterdir()] == ["h200"]  # no staging or old directory left
+    _, blobs = load_artifact(home / "h200")
+    assert set(json.loads(blobs[MEASURED_FILE])) >= {p.key for p in NEW_PROBLEMS}
+
+
+def test_a_dataset_lacking_problems_of_the_table_is_refused(exported, tmp_path: Path) -> None:
+    _, artifact = exported
+    smaller = write_dataset(tmp_path / "smaller", train=TRAIN_PROBLEMS[1:])
+    before = _snapshot(artifact)
+
+    with pytest.raises(DatasetError, match=rf"lacks 1 of the 11 problems .*{TRAIN_PROBLEMS[0].key}"):
+        refresh_measured(artifact, smaller)
+
+    assert _snapshot(artifact) == before
+
+
+def test_rows_of_another_device_or_triton_version_are_refused(exported, tmp_path: Path) -> None:
+    _, artifact = exported
+    other = DatasetStore(tmp_path / "other")
+    for problem in TRAIN_PROBLEMS + HELDOUT_PROBLEMS:
+        other.write_problem("h200", problem, "rx", problem_rows(problem, "train", run_id="rx", sm_count=114))
+    newer_triton = DatasetStore(tmp_path / "triton")
+    for problem in TRAIN_PROBLEMS + HELDOUT_PROBLEMS:
+        newer_triton.write_problem("h200", problem, "ry", problem_rows(problem, "train", triton_version="3.7.0"))
+    before = _snapshot(artifact)
+
+    with pytest.raises(DatasetError, match="sm_count=114, the artifact's is 132"):
+        refresh_measured(artifact, tmp_path / "other")
+    with pytest.raises(DatasetError, match="no rows match .*'triton_version': '3.6.0'"):
+        refresh_measured(artifact, tmp_path / "triton")
+
+    assert _snapshot(artifact) == before
+
+
+def test_out_must_be_a_new_or_empty_directory(exported, tmp_path: Path) -> None:
+    root, artifact = exported
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+
+    with pytest.raises(ValueError, match="out='.*taken' exists and is not an empty directory"):
+        refresh_measured(artifact, root, out=taken)
+
+    assert [p.name for p in taken.iterdir()] == ["notes.txt"]
+
+
+def test_a_crash_while_writing_leaves_the_old_artifact_whole(
+    exported, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, artifact = exported
+    newer = _newer(root, tmp_path / "newer")
+    home = tmp_path / "models"
+    shutil.copytree(artifact, home / "h200")
+    before = _snapshot(home / "h200")
+    real_save = refresh_module.save_artifact
+
+    def crashing_save(directory: Path, model: bytes, metadata: object, extra: dict[str, bytes]) -> Path:
+        real_save(directory, model, metadata, extra)
+        (directory / MEASURED_FILE).write_bytes(b"{")  # half written
+        raise OSError("disk full")
+
+    monkeypatch.setattr(refresh_module, "save_artifact", crashing_save)
+    with pytest.raises(ArtifactError, match=r"could not be written \(disk full\); it is unchanged"):
+        refresh_measured(home / "h200", newer)
+
+    assert _snapshot(home / "h200") == before
+    assert [p.name for p in home.iterdir()] == ["h200"]
+    load_artifact(home / "h200")
+
+
+def test_cli_refreshes_and_reports_bad_input_in_one_line(
+    exported, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, artifact = exported
+    newer = _newer(root, tmp_path / "newer")
+
+    out_dir = str(tmp_path / "o")
+    code = main(["refresh-measured", "--artifact", str(artifact), "--dataset", str(newer), "--out", out_dir])
+    out = capsys.readouterr().out
+
+    assert code == 0
+    assert "11 -> 13 measured problems (2 added, 1 with a new best)" in out
+    assert main(["refresh-measured", "--artifact", str(tmp_path / "nowhere"), "--dataset", str(newer)]) == 2
+    assert "error:" in capsys.readouterr().err
+    with pytest.raises(ArtifactError, match="no metadata.json"):
+        refresh_measured(tmp_path / "nowhere", newer)

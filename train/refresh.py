@@ -1,0 +1,127 @@
+"""Refreshing an artifact's tuning database from a newer dataset, without retraining.
+
+An artifact's ``measured.json`` (:func:`~tilecost.train.export.measured_database`) holds the measured best of every
+problem of the dataset it was exported from. Measurements collected after that export are answered by the model until
+the next export (~30 min on a 2-core machine). :func:`refresh_measured` rebuilds only that table from a newer dataset
+of the same device class and Triton version: the booster and every precomputed file are kept byte for byte, the
+sidecar gets the new checksum and records the dataset the table came from (``measured_from``).
+
+It refuses, naming what differs and writing nothing: a dataset of another Triton version or SM count than the
+artifact's, or one that lacks problems the artifact's table holds (a dataset older than the artifact's, or another
+one). The refreshed artifact is written beside the target and swapped in
+(:func:`~tilecost.predict.artifact.swap_in`), so a crash leaves the old artifact whole.
+
+    tilecost refresh-measured [--artifact DIR] [--dataset datasets/measurements] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilecost.errors import ArtifactError, DatasetError
+from tilecost.predict.artifact import load_artifact, save_artifact, swap_in
+
+from .dataset import load_measurements
+from .export import MEASURED_FILE, measured_database, measured_provenance
+from .pipeline import candidate_rows
+
+__all__ = ["RefreshResult", "refresh_measured"]
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What :func:`refresh_measured` did: where it wrote, the table's size before and after, the problems it
+    added, those whose best changed (measured again by a newer run), and the dataset the table now comes from."""
+
+    artifact: Path
+    before: int
+    after: int
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    measured_from: dict[str, Any]
+
+    def summary(self) -> str:
+        return (
+            f"refreshed {MEASURED_FILE} of {self.artifact}: {self.before:,} -> {self.after:,} measured problems "
+            f"({len(self.added):,} added, {len(self.changed):,} with a new best), from dataset "
+            f"{str(self.measured_from['dataset_digest'])[:12]}"
+        )
+
+
+def refresh_measured(artifact: str | Path, dataset: str | Path, *, out: str | Path | None = None) -> RefreshResult:
+    """Rebuild ``artifact``'s ``measured.json`` from ``dataset`` and write the artifact to ``out`` (default: in
+    place). Raises :class:`~tilecost.errors.ArtifactError` for an artifact that does not load and
+    :class:`~tilecost.errors.DatasetError` for a dataset that does not fit it; nothing is written then. A write
+    that fails (a read-only directory, a full disk) raises ``ArtifactError`` and leaves ``out`` as it was."""
+    source = Path(artifact)
+    target = source if out is None else Path(out)
+    taken = target.exists() and (not target.is_dir() or any(target.iterdir()))
+    if out is not None and taken and target.resolve() != source.resolve():
+        raise ValueError(f"out={str(target)!r} exists and is not an empty directory; name a new one")
+    metadata, files = load_artifact(source)
+    if MEASURED_FILE not in files:
+        raise ArtifactError(f"{source}: lists no {MEASURED_FILE}; export it again with tilecost train --export-dir")
+    measurements = load_measurements(dataset, metadata.device_class, triton_version=metadata.triton_version)
+    _check_device(metadata.fingerprint, measurements.fingerprint(), dataset)
+    old = json.loads(files[MEASURED_FILE])
+    new = measured_database(candidate_rows(measurements.frame))
+    lost = sorted(set(old) - set(new))
+    if lost:
+        raise DatasetError(
+            f"{dataset} lacks {len(lost):,} of the {len(old):,} problems {source}/{MEASURED_FILE} holds "
+            f"(e.g. {', '.join(lost[:3])}): refresh from the dataset the artifact was exported from or a newer one"
+        )
+    provenance = measured_provenance(measurements)
+    refreshed = dataclasses.replace(metadata, files={}, measured_from=provenance)
+    extra = {name: data for name, data in files.items() if name != metadata.model_file}
+    extra[MEASURED_FILE] = json.dumps(new, indent=1, sort_keys=True).encode()
+    try:
+        _write_swapped(target, files[metadata.model_file], refreshed, extra)
+    except OSError as exc:  # a read-only install, a full disk: the old artifact is whole (_write_swapped)
+        raise ArtifactError(
+            f"{target}: the refreshed artifact could not be written ({exc.strerror or exc}); it is unchanged. "
+            "Name a writable directory with out= (--out)"
+        ) from exc
+    return RefreshResult(
+        artifact=target,
+        before=len(old),
+        after=len(new),
+        added=tuple(sorted(set(new) - set(old))),
+        changed=tuple(sorted(key for key in old if old[key] != new[key])),
+        measured_from=provenance,
+    )
+
+
+def _check_device(ours: Any, theirs: dict[str, Any], dataset: str | Path) -> None:
+    """The dataset's rows must come from the artifact's device: the same SM count (its Triton version is the
+    filter the rows were read with)."""
+    expected, found = ours.get("sm_count"), theirs.get("sm_count")
+    if expected is not None and found != expected:
+        raise DatasetError(f"{dataset}: rows measured on devices with sm_count={found}, the artifact's is {expected}")
+
+
+def _write_swapped(target: Path, model: bytes, metadata: Any, extra: dict[str, bytes]) -> None:
+    """Write the artifact into a fresh directory beside ``target``, then :func:`swap_in` it, with ``target``'s
+    permissions (a new directory: the umask's)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    try:
+        save_artifact(staging, model, metadata, extra)
+        staging.chmod(target.stat().st_mode & 0o7777 if target.exists() else 0o777 & ~_umask())
+        swap_in(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
