@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
-import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,20 +107,16 @@ def _check_device(ours: Any, theirs: dict[str, Any], dataset: str | Path) -> Non
 
 
 def _write_swapped(target: Path, model: bytes, metadata: Any, extra: dict[str, bytes]) -> None:
-    """Write the artifact into a fresh directory beside ``target``, then :func:`swap_in` it, with ``target``'s
-    permissions (a new directory: the umask's)."""
+    """Write the artifact into a fresh directory beside ``target``, with ``target``'s permissions (a new one: the
+    umask's), then :func:`swap_in` it."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    staging = target.with_name(f".{target.name}.new-{uuid.uuid4().hex[:12]}")
+    staging.mkdir()
     try:
+        if target.exists():
+            staging.chmod(target.stat().st_mode & 0o7777)
         save_artifact(staging, model, metadata, extra)
-        staging.chmod(target.stat().st_mode & 0o7777 if target.exists() else 0o777 & ~_umask())
         swap_in(staging, target)
     finally:
         if staging.exists():
             shutil.rmtree(staging)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
