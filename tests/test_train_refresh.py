@@ -180,5 +180,7 @@ def test_cli_refreshes_and_reports_bad_input_in_one_line(
     assert "11 -> 13 measured problems (2 added, 1 with a new best)" in out
     assert main(["refresh-measured", "--artifact", str(tmp_path / "nowhere"), "--dataset", str(newer)]) == 2
     assert "error:" in capsys.readouterr().err
+    assert main(["refresh-measured", "--device-class", "h100", "--dataset", str(newer)]) == 2
+    assert "--device-class 'h100' has no shipped model (shipped: h200)" in capsys.readouterr().err
     with pytest.raises(ArtifactError, match="no metadata.json"):
         refresh_measured(tmp_path / "nowhere", newer)

@@ -147,9 +147,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_refresh_measured(args: argparse.Namespace) -> int:
+    from tilecost.predict.predictor import shipped_devices
+
     from .export import default_export_dir
     from .refresh import refresh_measured
 
+    if args.artifact is None and args.device_class not in shipped_devices():
+        raise ValueError(
+            f"--device-class {args.device_class!r} has no shipped model (shipped: {', '.join(shipped_devices())}); "
+            "name the artifact to refresh with --artifact DIR"
+        )
     artifact = Path(args.artifact) if args.artifact else default_export_dir(args.device_class)
     result = refresh_measured(artifact, args.dataset, out=args.out)
     print(result.summary())
