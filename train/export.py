@@ -44,6 +44,7 @@ __all__ = [
     "export_artifact",
     "main_trees_scorer",
     "measured_database",
+    "measured_file",
     "measured_provenance",
     "ood_calibration",
     "training_domain",
@@ -126,6 +127,12 @@ def measured_database(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
             "configs_measured": int(rows["config_id"].nunique()),
         }
     return database
+
+
+def measured_file(measured: Mapping[str, Mapping[str, Any]]) -> bytes:
+    """The bytes of ``measured.json``: the export and ``tilecost refresh-measured`` write the same table alike, so
+    refreshing from the dataset an artifact was exported from leaves the file as it was."""
+    return json.dumps(measured, indent=1, sort_keys=True).encode()
 
 
 def measured_provenance(measurements: Measurements) -> dict[str, Any]:
@@ -217,7 +224,7 @@ def export_artifact(
     """Write the artifact to ``directory``; returns it and the names of the files written besides
     the booster and the sidecar. ``model``: the booster's UBJSON (written as ``model.ubj``) or JSON
     (``model.json``), as ``Booster.save_raw`` gives them. ``scorer``, ``settings``: see :func:`_predictor_files`."""
-    extra = {MEASURED_FILE: json.dumps(measured, indent=1, sort_keys=True).encode()}
+    extra = {MEASURED_FILE: measured_file(measured)}
     predictor = _predictor_files(model, metadata, scorer, settings)
     clash = sorted(set(predictor) & set(extra))
     if clash:

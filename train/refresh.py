@@ -28,7 +28,7 @@ from tilecost.errors import ArtifactError, DatasetError
 from tilecost.predict.artifact import load_artifact, save_artifact, swap_in
 
 from .dataset import load_measurements
-from .export import MEASURED_FILE, measured_database, measured_provenance
+from .export import MEASURED_FILE, measured_database, measured_file, measured_provenance
 from .pipeline import candidate_rows
 
 __all__ = ["RefreshResult", "refresh_measured"]
@@ -80,7 +80,7 @@ def refresh_measured(artifact: str | Path, dataset: str | Path, *, out: str | Pa
     provenance = measured_provenance(measurements)
     refreshed = dataclasses.replace(metadata, files={}, measured_from=provenance)
     extra = {name: data for name, data in files.items() if name != metadata.model_file}
-    extra[MEASURED_FILE] = json.dumps(new, indent=1, sort_keys=True).encode()
+    extra[MEASURED_FILE] = measured_file(new)
     try:
         _write_swapped(target, files[metadata.model_file], refreshed, extra)
     except OSError as exc:  # a read-only install, a full disk: the old artifact is whole (_write_swapped)
