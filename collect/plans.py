@@ -41,6 +41,7 @@ __all__ = [
     "is_heldout",
     "load_plan_file",
     "plan_family",
+    "within_bounds",
 ]
 
 MAX_FLOP = 2 * 8192**3 * 2  # two 8192³ products: about 3.5 ms at the H200's bf16 rate
@@ -88,7 +89,11 @@ def is_heldout(problem: Problem, seed: int = 0, fraction: float = HELDOUT_FRACTI
     return int.from_bytes(digest, "big") / 2**64 < fraction
 
 
-def _fits(m: int, n: int, k: int, dtype: DType) -> bool:
+def within_bounds(m: int, n: int, k: int, dtype: DType) -> bool:
+    """Whether a shape is inside the collector's bounds.
+
+    At most :data:`MAX_FLOP`, and no operand (nor the fp32 output) above :data:`MAX_OPERAND_BYTES`.
+    """
     largest = max(m * k, k * n) * dtype.in_bytes
     return 2 * m * n * k <= MAX_FLOP and largest <= MAX_OPERAND_BYTES and m * n * 4 <= MAX_OPERAND_BYTES
 
@@ -97,7 +102,7 @@ def _random(rng: random.Random, count: int, dtype: DType, layout: Layout) -> lis
     out: list[Problem] = []
     while len(out) < count:
         m, n, k = (round(math.exp(rng.uniform(0, math.log(65536)))) for _ in range(3))
-        if max(m, n, k) / min(m, n, k) > 512 or not _fits(m, n, k, dtype):
+        if max(m, n, k) / min(m, n, k) > 512 or not within_bounds(m, n, k, dtype):
             continue
         out.append(Problem(m, n, k, dtype, layout))
     return out
@@ -126,7 +131,9 @@ TOKENS = (1, 8, 32, 128, 512, 2048, 8192)
 
 
 def _layers(rng: random.Random, count: int, dtype: DType, layout: Layout) -> list[Problem]:
-    all_shapes = [Problem(t, n, k, dtype, layout) for _, n, k in LAYER_SHAPES for t in TOKENS if _fits(t, n, k, dtype)]
+    all_shapes = [
+        Problem(t, n, k, dtype, layout) for _, n, k in LAYER_SHAPES for t in TOKENS if within_bounds(t, n, k, dtype)
+    ]
     rng.shuffle(all_shapes)
     return all_shapes[:count]
 
@@ -136,7 +143,7 @@ def _decode(rng: random.Random, count: int, dtype: DType, layout: Layout) -> lis
     while len(out) < count:
         _, n, k = rng.choice(LAYER_SHAPES)
         m = rng.choice((1, 2, 4, 8, 16, 24, 32, 48, 64))
-        if _fits(m, n, k, dtype):
+        if within_bounds(m, n, k, dtype):
             out.append(Problem(m, n, k, dtype, layout))
     return out
 
@@ -148,7 +155,7 @@ def _unaligned(rng: random.Random, count: int, dtype: DType, layout: Layout) -> 
         # at least one of N, K off the multiples of 8 (so neither kernel gets 16-byte rows there)
         if n % 8 == 0 and k % 8 == 0:
             k += rng.choice((1, 3, 5, 7))
-        if max(m, n, k) / min(m, n, k) > 512 or not _fits(m, n, k, dtype):
+        if max(m, n, k) / min(m, n, k) > 512 or not within_bounds(m, n, k, dtype):
             continue
         out.append(Problem(m, n, k, dtype, layout))
     return out
@@ -165,7 +172,7 @@ def _aligned(rng: random.Random, count: int, dtype: DType, layout: Layout) -> li
         m = round(math.exp(rng.uniform(math.log(64), math.log(16384))))
         n, k = (round(math.exp(rng.uniform(math.log(256), math.log(32768)))) for _ in range(2))
         m, n, k = (max(step, round(x / step) * step) for x in (m, n, k))
-        if not _fits(m, n, k, dtype):
+        if not within_bounds(m, n, k, dtype):
             continue
         out.append(Problem(m, n, k, dtype, layout))
     return out

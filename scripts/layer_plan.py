@@ -24,8 +24,7 @@ from pathlib import Path
 
 from train_plan import measured_keys
 
-from tilecost.collect.plans import _fits as fits_collector_bounds  # the built-in families' own check
-from tilecost.collect.plans import is_heldout
+from tilecost.collect.plans import is_heldout, within_bounds
 from tilecost.problem import Problem
 
 # (model.layer, N, K) of x @ W.T: query/key/value fused, attention output, MLP up and gate fused, MLP down, LM head.
@@ -92,7 +91,7 @@ def candidates(dtypes: list[str]) -> list[tuple[str, Problem]]:
         for name, n, k in LAYERS:
             for m in TOKENS:
                 p = Problem(m, n, k, dtype, "nt")
-                if not fits_collector_bounds(m, n, k, p.dtype) or p.key in measured or p.key in seen:
+                if not within_bounds(m, n, k, p.dtype) or p.key in measured or p.key in seen:
                     continue
                 seen.add(p.key)
                 out.append((name, p))
