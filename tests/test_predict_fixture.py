@@ -31,6 +31,10 @@ from tilecost.predict import (
 from tilecost.predict.scoring import GroupScorer
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "measurements"
+# The fixture reads the rows measured before this instant only, so that a session adding bf16/nt measurements does
+# not retrain it under the tests (the thirty-third session's 142 bf16 layers moved one shape's shortlist and failed
+# a test whose expectation was right for the old fixture). Move it forward deliberately, with the suite run.
+DATA_UNTIL = "2026-12-03T20:00:00+00:00"
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,14 +67,20 @@ class Dataset:
         return dict(zip(keys.tolist(), np.split(order, bounds), strict=True))
 
 
-def load_dataset(groups: tuple[str, ...] | None = ("bf16-nt",)) -> Dataset:
-    """The shipped measurements of ``groups`` ("dtype-layout"; None: every group), each configuration of a
-    problem from its newest run only. The fixture model is trained on bf16/nt alone, so that tests do not
-    change as the dataset grows other groups."""
+def load_dataset(groups: tuple[str, ...] | None = ("bf16-nt",), until: str | None = DATA_UNTIL) -> Dataset:
+    """The shipped measurements of ``groups`` ("dtype-layout"; None: every group) timed before ``until`` (None:
+    all of them), each configuration of a problem from its newest run only. The fixture model is trained on bf16/nt
+    alone, and on the rows before :data:`DATA_UNTIL`, so that tests do not change as the dataset grows."""
+    import pandas as pd
+    import pyarrow as pa
+
     from tilecost.collect.store import DatasetStore
     from tilecost.train.dataset import newest_run_mask
 
     table = DatasetStore(DATASET).read("h200")
+    if until is not None:
+        before = table.column("timestamp").to_pandas() < pd.Timestamp(until)
+        table = table.filter(pa.array(before.to_numpy()))
     columns = ["problem_key", "config_id", "run_id", "timestamp"]
     table = table.filter(newest_run_mask(table.select(columns).to_pandas()))
     names = (

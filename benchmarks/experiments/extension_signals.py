@@ -71,7 +71,9 @@ def main() -> None:
     predictors = {w: Predictor.load("h200", shortlist_width=w, extend_from=None) for w in WIDTHS}
     groups = set(predictors[WIDTHS[0]]._group_specs)
     heldout = [
-        p for p in load_dataset(groups=None).problems("heldout") if f"{p.dtype.value}-{p.layout.value}" in groups
+        p
+        for p in load_dataset(groups=None, until=None).problems("heldout")
+        if f"{p.dtype.value}-{p.layout.value}" in groups
     ]
     rng = np.random.default_rng(args.seed)
     shapes = []

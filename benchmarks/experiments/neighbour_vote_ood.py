@@ -39,7 +39,7 @@ def main() -> int:
     measured = json.loads(files["measured.json"])
     trained = [Problem.from_key(k) for k in metadata.domain["problems"]]
     predictor = Predictor.load(artifact)
-    data = load_dataset(groups=None)
+    data = load_dataset(groups=None, until=None)
     heldout = data.problems("heldout")
 
     def group(p: Problem) -> str:

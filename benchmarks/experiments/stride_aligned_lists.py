@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=3)
     args = parser.parse_args()
     shapes = random_shapes(args.random, args.seed)
-    heldout = load_dataset(groups=None).problems("heldout")
+    heldout = load_dataset(groups=None, until=None).problems("heldout")
     probe = Predictor.load("h200")
     changed = [
         p for p in heldout if probe._shortlists[f"{p.dtype.value}-{p.layout.value}"].stride_list_id(p) is not None
