@@ -82,14 +82,18 @@ TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 TRAIN_MAX_FLOP = 1e12
 
 
-def candidates(dtypes: list[str]) -> list[tuple[str, Problem]]:
-    """Every (layer name, problem) of LAYERS × TOKENS × dtypes that fits the collector's bounds and is not measured."""
+def candidates(
+    dtypes: list[str],
+    layers: tuple[tuple[str, int, int], ...] = LAYERS,
+    tokens: tuple[int, ...] = TOKENS,
+) -> list[tuple[str, Problem]]:
+    """Every (layer name, problem) of layers × tokens × dtypes that fits the collector's bounds and is not measured."""
     out: list[tuple[str, Problem]] = []
     seen: set[str] = set()
     for dtype in dtypes:
         measured = measured_keys(dtype, "nt")
-        for name, n, k in LAYERS:
-            for m in TOKENS:
+        for name, n, k in layers:
+            for m in tokens:
                 p = Problem(m, n, k, dtype, "nt")
                 if not within_bounds(m, n, k, p.dtype) or p.key in measured or p.key in seen:
                     continue

@@ -8,7 +8,7 @@ candidates, so "best" is the best of the sample and top-1 is the model's pick am
 shapes of the kind the sixth held-out set holds 40 of. The shipped artifact was trained on dataset babc6599f406
 (twenty-ninth session), before the run existed; an artifact trained on a dataset holding the run is judged in sample.
 
-    .venv/bin/python benchmarks/experiments/unseen_layers.py [--artifact tilecost/models/h200] [--run r32lt]
+    .venv/bin/python benchmarks/experiments/unseen_layers.py [--artifact DIR] [--run r32lt] [--since ISO]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -28,6 +29,7 @@ def main() -> int:
     parser.add_argument("--artifact", default=str(REPO / "tilecost/models/h200"))
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
     parser.add_argument("--run", default="r32lt")
+    parser.add_argument("--since", help="only the problems whose rows were timed at or after this ISO instant")
     args = parser.parse_args()
 
     from tilecost.device import load_device
@@ -39,6 +41,11 @@ def main() -> int:
     print(f"artifact trained on dataset {metadata.training['dataset_digest'][:12]}")
     data = load_measurements(args.dataset, "h200").frame
     frame = data[data.run_id.astype(str) == args.run]
+    if args.since:
+        first = frame.groupby("problem_key", observed=True).timestamp.transform("min")
+        since = pd.Timestamp(args.since)
+        frame = frame[first >= (since if since.tzinfo else since.tz_localize("UTC"))]
+        print(f"problems first timed at or after {args.since}: {frame.problem_key.nunique()}")
     result = evaluate_model(model, frame, load_device("h200"))
     print(result.table(per_problem=False))
     top1 = np.array([r.top1 for r in result.problems])

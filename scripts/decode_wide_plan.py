@@ -1,0 +1,56 @@
+"""Write a held-out plan of decode-sized, short-K, very wide layers: the region the shipped model is weakest in.
+
+The shipped model's worst answers on the current models' layers it never saw are DeepSeek V3's ``kv_b``
+(N = 32,768, K = 512) at M = 2-16 (docs/BENCHMARKS.md §4, thirty-third session). This plan asks the same kind of
+question of layers no plan measured before: MLA key/value up-projections of other models and the LM heads of small
+models (a vocabulary of 150-260k over a hidden size of 0.9-2.3k), at the token counts of decoding. Every problem is
+held out (role ``heldout``, measured over every candidate): the layers themselves are new to the dataset, so the set
+asks how the model does on layers it was never shown, as the sixth set does, in the region it is weakest.
+
+    .venv/bin/python scripts/decode_wide_plan.py NAME [SEED [DTYPES]]
+        (seconds; writes datasets/plans/NAME-heldout.json)
+
+SEED (default 0) orders the plan (shuffled, so that a collect stopped at its time budget has covered every layer and
+token count alike); DTYPES (comma separated, default ``bf16,fp8e4m3``) the input types, all ``nt``. Shapes the
+dataset already measured, or outside the collector's bounds, are left out (`layer_plan.candidates`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+from layer_plan import candidates, entry
+
+# (model.layer, N, K) of x @ W.T, from the models' published configuration files.
+LAYERS: tuple[tuple[str, int, int], ...] = (
+    ("kimi-k2.kv_b", 16384, 512),  # 64 heads × (128 + 128) over kv_lora_rank 512
+    ("kimi-k2.q_b", 12288, 1536),  # 64 heads × 192 over q_lora_rank 1536
+    ("qwen2.5-0.5b.lm_head", 151936, 896),
+    ("qwen3-0.6b.lm_head", 151936, 1024),
+    ("qwen2.5-1.5b.lm_head", 151936, 1536),
+    ("gemma3-1b.lm_head", 262144, 1152),
+    ("gemma2-2b.lm_head", 256000, 2304),
+)
+TOKENS = (1, 2, 4, 8, 16)
+
+
+def main(argv: list[str]) -> None:
+    if not argv:
+        raise SystemExit(__doc__)
+    name = argv[0]
+    seed = int(argv[1]) if len(argv) > 1 else 0
+    dtypes = argv[2].split(",") if len(argv) > 2 else ["bf16", "fp8e4m3"]
+    pool = candidates(dtypes, LAYERS, TOKENS)
+    random.Random(seed).shuffle(pool)
+    plan = [entry(layer, p, "heldout") for layer, p in pool]
+    path = Path(f"datasets/plans/{name}-heldout.json")
+    path.write_text(json.dumps(plan, indent=0) + "\n")
+    by_dtype = {d: sum(e["dtype"] == d for e in plan) for d in dtypes}
+    print(f"{path}: {len(plan)} problems {by_dtype}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
