@@ -17,12 +17,11 @@ dataset already measured, or outside the collector's bounds, are left out (`laye
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
 
-from layer_plan import candidates, entry
+from layer_plan import candidates, entry, write_plan
 
 # (model.layer, N, K) of x @ W.T, from the models' published configuration files.
 LAYERS: tuple[tuple[str, int, int], ...] = (
@@ -46,10 +45,7 @@ def main(argv: list[str]) -> None:
     pool = candidates(dtypes, LAYERS, TOKENS)
     random.Random(seed).shuffle(pool)
     plan = [entry(layer, p, "heldout") for layer, p in pool]
-    path = Path(f"datasets/plans/{name}-heldout.json")
-    path.write_text(json.dumps(plan, indent=0) + "\n")
-    by_dtype = {d: sum(e["dtype"] == d for e in plan) for d in dtypes}
-    print(f"{path}: {len(plan)} problems {by_dtype}")
+    write_plan(Path(f"datasets/plans/{name}-heldout.json"), plan, dtypes)
 
 
 if __name__ == "__main__":

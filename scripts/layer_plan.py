@@ -106,6 +106,13 @@ def entry(name: str, p: Problem, role: str) -> dict:
     return dict(m=p.m, n=p.n, k=p.k, dtype=p.dtype.value, layout=p.layout.value, family=f"layer-{name}", role=role)
 
 
+def write_plan(path: Path, plan: list[dict], dtypes: list[str]) -> None:
+    """Write a plan file and say how many problems of each dtype it holds."""
+    path.write_text(json.dumps(plan, indent=0) + "\n")
+    by_dtype = {d: sum(e["dtype"] == d for e in plan) for d in dtypes}
+    print(f"{path}: {len(plan)} problems {by_dtype}")
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         raise SystemExit(__doc__)
@@ -120,10 +127,7 @@ def main(argv: list[str]) -> None:
     held = [entry(n, p, "heldout") for n, p in pool if is_heldout(p) and 2 * p.m * p.n * p.k <= max_flop]
     held = held[:heldout_count]
     for suffix, plan in (("train", train), ("heldout", held)):
-        path = Path(f"datasets/plans/{name}-{suffix}.json")
-        path.write_text(json.dumps(plan, indent=0) + "\n")
-        by_dtype = {d: sum(e["dtype"] == d for e in plan) for d in dtypes}
-        print(f"{path}: {len(plan)} problems {by_dtype}")
+        write_plan(Path(f"datasets/plans/{name}-{suffix}.json"), plan, dtypes)
 
 
 if __name__ == "__main__":
