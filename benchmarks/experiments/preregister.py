@@ -5,11 +5,12 @@ on problems that could not have shaped them.
 The OOD rules' thresholds were fitted on the held-out sets the artifact was exported with (docs/BENCHMARKS.md §5), so
 those sets judge them in sample. A held-out plan that is written but not measured yet is a chance to judge them out of
 sample: this records, for each of its problems, the model's answer (``measured=False``), its predicted time and its
-verdict, with the artifact's checksum; once the plan is measured, ``--judge`` reads the dataset and reports each
-answer's measured speed (best time / answer's time) and how the verdicts split the answers below 0.90 from the rest.
+verdict, with the digest of the dataset the artifact was trained on; once the plan is measured, ``--judge`` reads
+the dataset and reports each answer's measured speed (best time / answer's time, as benchmarks/predict_latency.py
+judges answers) and how the verdicts split the answers below 0.90 from the rest.
 
     .venv/bin/python benchmarks/experiments/preregister.py PLAN OUT.json [--artifact DIR]
-    .venv/bin/python benchmarks/experiments/preregister.py --judge OUT.json [--dataset datasets/measurements]
+    .venv/bin/python benchmarks/experiments/preregister.py --judge OUT.json   (reads datasets/measurements)
 """
 
 from __future__ import annotations
@@ -59,25 +60,26 @@ def record(plan: Path, out: Path, artifact: str) -> None:
     print(f"{out}: {len(rows)} answers recorded, {flagged} flagged")
 
 
-def judge(recorded: Path, dataset: str) -> None:
+def judge(recorded: Path) -> None:
+    import math
+
     import numpy as np
 
-    from tilecost.train.dataset import load_measurements
+    from tests.test_predict_fixture import load_dataset
+    from tilecost.problem import Problem
 
     document = json.loads(recorded.read_text())
-    frame = load_measurements(dataset, "h200").frame
-    ok = frame[frame.status.astype(str) == "ok"]
-    times = ok.groupby(["problem_key", "config_id"], observed=True).time_us.min()
-    best = ok.groupby("problem_key", observed=True).time_us.min()
+    data = load_dataset(groups=None, until=None)  # every measurement, as benchmarks/predict_latency.py reads them
     speed, flagged, missing = [], [], 0
     for row in document["answers"]:
-        key = row["problem_key"]
-        if key not in best.index:
+        problem = Problem.from_key(row["problem_key"])
+        timed = data.times(problem)
+        if not timed:
             missing += 1
             continue
-        chosen = times.get((key, row["config_id"]))
-        # an answer the sweep found hopeless or failed is as bad as it gets here
-        speed.append(float(best[key] / chosen) if chosen is not None else 0.0)
+        # as predict_latency.py's measured_fraction: a hopeless answer at its lower-bound time, one never timed 0
+        answer = data.times(problem, ("ok", "hopeless")).get(row["config_id"], math.inf)
+        speed.append(min(timed.values()) / answer)
         flagged.append(row["flagged"])
     speed, flagged = np.array(speed), np.array(flagged, dtype=bool)
     bad = speed < BAD
@@ -98,10 +100,9 @@ def main() -> int:
     parser.add_argument("paths", nargs="*", help="PLAN OUT.json (record) or nothing with --judge")
     parser.add_argument("--artifact", default=str(REPO / "tilecost/models/h200"))
     parser.add_argument("--judge", type=Path, help="a recorded file to judge against the dataset")
-    parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
     args = parser.parse_args()
     if args.judge is not None:
-        judge(args.judge, args.dataset)
+        judge(args.judge)
     elif len(args.paths) == 2:
         record(Path(args.paths[0]), Path(args.paths[1]), args.artifact)
     else:
