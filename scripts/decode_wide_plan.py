@@ -7,8 +7,13 @@ models (a vocabulary of 150-260k over a hidden size of 0.9-2.3k), at the token c
 held out (role ``heldout``, measured over every candidate): the layers themselves are new to the dataset, so the set
 asks how the model does on layers it was never shown, as the sixth set does, in the region it is weakest.
 
-    .venv/bin/python scripts/decode_wide_plan.py NAME [SEED [DTYPES]]
-        (seconds; writes datasets/plans/NAME-heldout.json)
+ROLE ``train`` (thirty-fifth session) writes a training plan of the same kind from other models' layers
+(``TRAIN_LAYERS``: LM heads of 50-262k vocabularies, MLA up-projections of smaller models) at more decode token
+counts, leaving out the problems the seeded hash holds out (`is_heldout`), as `layer_plan.py` does; collect it at
+the training sample fraction (0.25).
+
+    .venv/bin/python scripts/decode_wide_plan.py NAME [SEED [DTYPES [ROLE]]]
+        (seconds; writes datasets/plans/NAME-ROLE.json, ROLE ``heldout`` (default) or ``train``)
 
 SEED (default 0) orders the plan (shuffled, so that a collect stopped at its time budget has covered every layer and
 token count alike); DTYPES (comma separated, default ``bf16,fp8e4m3``) the input types, all ``nt``. Shapes the
@@ -23,6 +28,8 @@ from pathlib import Path
 
 from layer_plan import candidates, entry, write_plan
 
+from tilecost.collect.plans import is_heldout
+
 # (model.layer, N, K) of x @ W.T, from the models' published configuration files.
 LAYERS: tuple[tuple[str, int, int], ...] = (
     ("kimi-k2.kv_b", 16384, 512),  # 64 heads × (128 + 128) over kv_lora_rank 512
@@ -35,6 +42,26 @@ LAYERS: tuple[tuple[str, int, int], ...] = (
 )
 TOKENS = (1, 2, 4, 8, 16)
 
+# Training layers: none of these models is in LAYERS or in any earlier plan.
+TRAIN_LAYERS: tuple[tuple[str, int, int], ...] = (
+    ("llama3.1-8b.lm_head", 128256, 4096),
+    ("qwen3-1.7b.lm_head", 151936, 2048),
+    ("qwen3-4b.lm_head", 151936, 2560),
+    ("gemma3-4b.lm_head", 262144, 2560),
+    ("glm4-9b.lm_head", 151552, 4096),
+    ("olmo2-7b.lm_head", 100352, 4096),
+    ("phi4.lm_head", 100352, 5120),
+    ("smollm2-135m.lm_head", 49152, 576),
+    ("smollm2-1.7b.lm_head", 49152, 2048),
+    ("gpt2.lm_head", 50257, 768),
+    ("deepseek-v2-lite.kv_b", 4096, 512),  # 16 heads × (128 + 128) over kv_lora_rank 512
+    ("deepseek-v2-lite.q", 3072, 2048),  # 16 heads × 192, no query compression
+    ("minicpm3-4b.kv_b", 5120, 256),  # 40 heads × (64 + 64) over kv_lora_rank 256
+    ("minicpm3-4b.q_b", 3840, 768),  # 40 heads × 96 over q_lora_rank 768
+    ("deepseek-v2.q_b", 24576, 1536),  # 128 heads × 192 over q_lora_rank 1536
+)
+TRAIN_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+
 
 def main(argv: list[str]) -> None:
     if not argv:
@@ -42,10 +69,16 @@ def main(argv: list[str]) -> None:
     name = argv[0]
     seed = int(argv[1]) if len(argv) > 1 else 0
     dtypes = argv[2].split(",") if len(argv) > 2 else ["bf16", "fp8e4m3"]
-    pool = candidates(dtypes, LAYERS, TOKENS)
+    role = argv[3] if len(argv) > 3 else "heldout"
+    if role not in ("heldout", "train"):
+        raise SystemExit(f"ROLE must be 'heldout' or 'train', not {role!r}")
+    if role == "heldout":
+        pool = candidates(dtypes, LAYERS, TOKENS)
+    else:
+        pool = [(layer, p) for layer, p in candidates(dtypes, TRAIN_LAYERS, TRAIN_TOKENS) if not is_heldout(p)]
     random.Random(seed).shuffle(pool)
-    plan = [entry(layer, p, "heldout") for layer, p in pool]
-    write_plan(Path(f"datasets/plans/{name}-heldout.json"), plan, dtypes)
+    plan = [entry(layer, p, role) for layer, p in pool]
+    write_plan(Path(f"datasets/plans/{name}-{role}.json"), plan, dtypes)
 
 
 if __name__ == "__main__":
