@@ -5,7 +5,9 @@ fourth, bf16 nt shapes with N and K off multiples of 16 (``datasets/plans/2026-1
 twenty-ninth session's fifth, fp16 and fp32 shapes of both layouts, the groups the earlier sets held least of
 (``datasets/plans/2026-12-03-s29-heldout-e*.json``), and the thirty-second session's sixth, the linear layers of current
 public models at token counts 1-8192, bf16 and fp8e4m3 nt (``datasets/plans/2026-12-03-s32-layers-heldout.json``,
-written by ``scripts/layer_plan.py``).
+written by ``scripts/layer_plan.py``), and the thirty-fourth session's seventh, decode-sized (M 1-16), short-K,
+very wide layers (LM heads of small models, MLA up-projections) of models no earlier plan held
+(``datasets/plans/2026-12-03-s34-decode-wide-heldout.json``, written by ``scripts/decode_wide_plan.py``).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -13,7 +15,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to sixth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to seventh sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -60,17 +62,21 @@ def main() -> int:
     fourth = plan_keys("datasets/plans/2026-12-03-s28-heldout-d.json")
     fifth = plan_keys("datasets/plans/2026-12-03-s29-heldout-e*.json")
     sixth = plan_keys("datasets/plans/2026-12-03-s32-layers-heldout.json")
+    seventh = plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json")
+    later = second | third | fourth | fifth | sixth | seventh
     sets = {
         "all held-out": heldout,
-        "first set": heldout[~heldout.problem_key.isin(second | third | fourth | fifth | sixth)],
+        "first set": heldout[~heldout.problem_key.isin(later)],
         "second set (s9)": heldout[heldout.problem_key.isin(second)],
         "third (s25)": heldout[heldout.problem_key.isin(third)],
         "fourth (s28)": heldout[heldout.problem_key.isin(fourth)],
         "fifth (s29)": heldout[heldout.problem_key.isin(fifth)],
         "sixth (s32)": heldout[heldout.problem_key.isin(sixth)],
-        "first + second": heldout[~heldout.problem_key.isin(third | fourth | fifth | sixth)],
-        "all but the fifth": heldout[~heldout.problem_key.isin(fifth | sixth)],
-        "all but the sixth": heldout[~heldout.problem_key.isin(sixth)],
+        "seventh (s34)": heldout[heldout.problem_key.isin(seventh)],
+        "first + second": heldout[~heldout.problem_key.isin(third | fourth | fifth | sixth | seventh)],
+        "all but the fifth": heldout[~heldout.problem_key.isin(fifth | sixth | seventh)],
+        "all but the sixth": heldout[~heldout.problem_key.isin(sixth | seventh)],
+        "all but the seventh": heldout[~heldout.problem_key.isin(seventh)],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
@@ -89,7 +95,7 @@ def main() -> int:
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
         )
-    for name in ("second set (s9)", "third (s25)", "fourth (s28)", "fifth (s29)", "sixth (s32)"):
+    for name in ("second set (s9)", "third (s25)", "fourth (s28)", "fifth (s29)", "sixth (s32)", "seventh (s34)"):
         if name in results:
             print(f"\n{name}:")
             print(results[name].table())
