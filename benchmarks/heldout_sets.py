@@ -90,7 +90,7 @@ def main() -> int:
         low, high = ev.top1_interval()
         results[name] = ev
         print(
-            f"{name:<17} {int(s['problems']):>4} problems | top-1 {s['top1_geomean']:.3f} (90% {low:.3f}-{high:.3f}),"
+            f"{name:<19} {int(s['problems']):>4} problems | top-1 {s['top1_geomean']:.3f} (90% {low:.3f}-{high:.3f}),"
             f" worst {s['top1_worst']:.3f} | top-5 {s['top5_geomean']:.3f}, worst {s['top5_worst']:.3f} |"
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
