@@ -7,7 +7,9 @@ twenty-ninth session's fifth, fp16 and fp32 shapes of both layouts, the groups t
 public models at token counts 1-8192, bf16 and fp8e4m3 nt (``datasets/plans/2026-12-03-s32-layers-heldout.json``,
 written by ``scripts/layer_plan.py``), and the thirty-fourth session's seventh, decode-sized (M 1-16), short-K,
 very wide layers (LM heads of small models, MLA up-projections) of models no earlier plan held
-(``datasets/plans/2026-12-03-s34-decode-wide-heldout.json``, written by ``scripts/decode_wide_plan.py``).
+(``datasets/plans/2026-12-03-s34-decode-wide-heldout.json``, written by ``scripts/decode_wide_plan.py``), and the
+thirty-fifth session's eighth, bf16 nt shapes with N and K off multiples of 16, the fourth set's kind
+(``datasets/plans/2026-12-04-s35-heldout-h.json``, ``scripts/heldout_plan.py`` with seeds 35-37).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -15,7 +17,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to seventh sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to eighth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def main() -> int:
     fifth = plan_keys("datasets/plans/2026-12-03-s29-heldout-e*.json")
     sixth = plan_keys("datasets/plans/2026-12-03-s32-layers-heldout.json")
     seventh = plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json")
-    later = second | third | fourth | fifth | sixth | seventh
+    eighth = plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json")
+    later = second | third | fourth | fifth | sixth | seventh | eighth
     sets = {
         "all held-out": heldout,
         "first set": heldout[~heldout.problem_key.isin(later)],
@@ -73,10 +76,12 @@ def main() -> int:
         "fifth (s29)": heldout[heldout.problem_key.isin(fifth)],
         "sixth (s32)": heldout[heldout.problem_key.isin(sixth)],
         "seventh (s34)": heldout[heldout.problem_key.isin(seventh)],
-        "first + second": heldout[~heldout.problem_key.isin(third | fourth | fifth | sixth | seventh)],
-        "all but the fifth": heldout[~heldout.problem_key.isin(fifth | sixth | seventh)],
-        "all but the sixth": heldout[~heldout.problem_key.isin(sixth | seventh)],
-        "all but the seventh": heldout[~heldout.problem_key.isin(seventh)],
+        "eighth (s35)": heldout[heldout.problem_key.isin(eighth)],
+        "first + second": heldout[~heldout.problem_key.isin(later - second)],
+        "all but the fifth": heldout[~heldout.problem_key.isin(fifth | sixth | seventh | eighth)],
+        "all but the sixth": heldout[~heldout.problem_key.isin(sixth | seventh | eighth)],
+        "first six sets": heldout[~heldout.problem_key.isin(seventh | eighth)],
+        "first seven sets": heldout[~heldout.problem_key.isin(eighth)],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
@@ -95,7 +100,15 @@ def main() -> int:
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
         )
-    for name in ("second set (s9)", "third (s25)", "fourth (s28)", "fifth (s29)", "sixth (s32)", "seventh (s34)"):
+    for name in (
+        "second set (s9)",
+        "third (s25)",
+        "fourth (s28)",
+        "fifth (s29)",
+        "sixth (s32)",
+        "seventh (s34)",
+        "eighth (s35)",
+    ):
         if name in results:
             print(f"\n{name}:")
             print(results[name].table())
