@@ -9,8 +9,9 @@ asks how the model does on layers it was never shown, as the sixth set does, in 
 
 ROLE ``train`` (thirty-fifth session) writes a training plan of the same kind from other models' layers
 (``TRAIN_LAYERS``: LM heads of 50-262k vocabularies, MLA up-projections of smaller models) at more decode token
-counts, leaving out the problems the seeded hash holds out (`is_heldout`), as `layer_plan.py` does; collect it at
-the training sample fraction (0.25).
+counts, leaving out the problems the seeded hash holds out (`is_heldout`), as `layer_plan.py` does. The thirty-fifth
+session's, ``decode_wide_plan.py 2026-12-04-s35-decode-wide 0 bf16,fp8e4m3 train``, was collected at ``SAMPLE=0.5``
+(run r35dt; decode problems time fast, so twice the usual training fraction cost 333 s for 209 problems).
 
     .venv/bin/python scripts/decode_wide_plan.py NAME [SEED [DTYPES [ROLE]]]
         (seconds; writes datasets/plans/NAME-ROLE.json, ROLE ``heldout`` (default) or ``train``)
@@ -42,7 +43,8 @@ LAYERS: tuple[tuple[str, int, int], ...] = (
 )
 TOKENS = (1, 2, 4, 8, 16)
 
-# Training layers: none of these models is in LAYERS or in any earlier plan.
+# Training layers: none of these models is in LAYERS or in an earlier plan, though a few shapes are (DeepSeek V2's q_b
+# is V3's, Llama 3.1 8B's LM head is in the built-in layers family): `candidates` leaves out what is measured.
 TRAIN_LAYERS: tuple[tuple[str, int, int], ...] = (
     ("llama3.1-8b.lm_head", 128256, 4096),
     ("qwen3-1.7b.lm_head", 151936, 2048),
