@@ -60,7 +60,7 @@ def record(plan: Path, out: Path, artifact: str) -> None:
     print(f"{out}: {len(rows)} answers recorded, {flagged} flagged")
 
 
-def judge(recorded: Path) -> None:
+def judge(recorded: Path, per_problem: bool = False) -> None:
     import math
 
     import numpy as np
@@ -70,7 +70,7 @@ def judge(recorded: Path) -> None:
 
     document = json.loads(recorded.read_text())
     data = load_dataset(groups=None, until=None)  # every measurement, as benchmarks/predict_latency.py reads them
-    speed, flagged, missing = [], [], 0
+    speed, flagged, missing, lines = [], [], 0, []
     for row in document["answers"]:
         problem = Problem.from_key(row["problem_key"])
         timed = data.times(problem)
@@ -81,6 +81,7 @@ def judge(recorded: Path) -> None:
         answer = data.times(problem, ("ok", "hopeless")).get(row["config_id"], math.inf)
         speed.append(min(timed.values()) / answer)
         flagged.append(row["flagged"])
+        lines.append((speed[-1], row["problem_key"], row["config_id"], min(timed, key=timed.get), row["reasons"]))
     speed, flagged = np.array(speed), np.array(flagged, dtype=bool)
     bad = speed < BAD
     print(f"recorded {document['written_at']} from artifact {document['artifact_dataset'][:12]}; {len(speed)} measured")
@@ -93,6 +94,10 @@ def judge(recorded: Path) -> None:
             f"flags: {int((bad & flagged).sum())} of {int(bad.sum())} bad answers caught, "
             f"{int((~bad & flagged).sum())} of {int((~bad).sum())} good ones flagged"
         )
+        if per_problem:
+            print(f"{'problem':<24} {'best/answer':>11}  {'answer / best config':<58} reasons")
+            for fraction, key, answer_id, best_id, reasons in sorted(lines):
+                print(f"{key:<24} {fraction:>11.3f}  {answer_id + ' / ' + best_id:<58} {','.join(reasons) or '-'}")
 
 
 def main() -> int:
@@ -100,9 +105,10 @@ def main() -> int:
     parser.add_argument("paths", nargs="*", help="PLAN OUT.json (record) or nothing with --judge")
     parser.add_argument("--artifact", default=str(REPO / "tilecost/models/h200"))
     parser.add_argument("--judge", type=Path, help="a recorded file to judge against the dataset")
+    parser.add_argument("--per-problem", action="store_true", help="with --judge: one line per answer, worst first")
     args = parser.parse_args()
     if args.judge is not None:
-        judge(args.judge)
+        judge(args.judge, args.per_problem)
     elif len(args.paths) == 2:
         record(Path(args.paths[0]), Path(args.paths[1]), args.artifact)
     else:
