@@ -9,7 +9,9 @@ written by ``scripts/layer_plan.py``), and the thirty-fourth session's seventh, 
 very wide layers (LM heads of small models, MLA up-projections) of models no earlier plan held
 (``datasets/plans/2026-12-03-s34-decode-wide-heldout.json``, written by ``scripts/decode_wide_plan.py``), and the
 thirty-fifth session's eighth, bf16 nt shapes with N and K off multiples of 16, the fourth set's kind
-(``datasets/plans/2026-12-04-s35-heldout-h.json``, ``scripts/heldout_plan.py`` with seeds 35-37).
+(``datasets/plans/2026-12-04-s35-heldout-h.json``, ``scripts/heldout_plan.py`` with seeds 35-37), and the thirty-sixth
+session's ninth, bf16 and fp32 nn shapes with N and K off multiples of 16 (``datasets/plans/2026-12-04-s36-heldout-i.json``,
+seeds 36-38).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -17,7 +19,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to eighth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to ninth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def main() -> int:
     sixth = plan_keys("datasets/plans/2026-12-03-s32-layers-heldout.json")
     seventh = plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json")
     eighth = plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json")
-    later = second | third | fourth | fifth | sixth | seventh | eighth
+    ninth = plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json")
+    later = second | third | fourth | fifth | sixth | seventh | eighth | ninth
     sets = {
         "all held-out": heldout,
         "first set": heldout[~heldout.problem_key.isin(later)],
@@ -77,11 +80,13 @@ def main() -> int:
         "sixth (s32)": heldout[heldout.problem_key.isin(sixth)],
         "seventh (s34)": heldout[heldout.problem_key.isin(seventh)],
         "eighth (s35)": heldout[heldout.problem_key.isin(eighth)],
+        "ninth (s36)": heldout[heldout.problem_key.isin(ninth)],
         "first + second": heldout[~heldout.problem_key.isin(later - second)],
-        "all but the fifth": heldout[~heldout.problem_key.isin(fifth | sixth | seventh | eighth)],
-        "all but the sixth": heldout[~heldout.problem_key.isin(sixth | seventh | eighth)],
-        "first six sets": heldout[~heldout.problem_key.isin(seventh | eighth)],
-        "first seven sets": heldout[~heldout.problem_key.isin(eighth)],
+        "all but the fifth": heldout[~heldout.problem_key.isin(fifth | sixth | seventh | eighth | ninth)],
+        "all but the sixth": heldout[~heldout.problem_key.isin(sixth | seventh | eighth | ninth)],
+        "first six sets": heldout[~heldout.problem_key.isin(seventh | eighth | ninth)],
+        "first seven sets": heldout[~heldout.problem_key.isin(eighth | ninth)],
+        "first eight sets": heldout[~heldout.problem_key.isin(ninth)],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
@@ -108,6 +113,7 @@ def main() -> int:
         "sixth (s32)",
         "seventh (s34)",
         "eighth (s35)",
+        "ninth (s36)",
     ):
         if name in results:
             print(f"\n{name}:")
