@@ -10,8 +10,8 @@ very wide layers (LM heads of small models, MLA up-projections) of models no ear
 (``datasets/plans/2026-12-03-s34-decode-wide-heldout.json``, written by ``scripts/decode_wide_plan.py``), and the
 thirty-fifth session's eighth, bf16 nt shapes with N and K off multiples of 16, the fourth set's kind
 (``datasets/plans/2026-12-04-s35-heldout-h.json``, ``scripts/heldout_plan.py`` with seeds 35-37), and the thirty-sixth
-session's ninth, bf16 and fp32 nn shapes with N and K off multiples of 16 (``datasets/plans/2026-12-04-s36-heldout-i.json``,
-seeds 36-38).
+session's ninth, bf16 and fp32 nn shapes with N and K off multiples of 16
+(``datasets/plans/2026-12-04-s36-heldout-i.json``, seeds 36-38).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 

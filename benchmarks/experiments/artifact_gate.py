@@ -1,0 +1,57 @@
+"""Experiment (thirty-sixth session): the nightly loop's promotion rule applied to two exported artifacts.
+
+``tilecost train --no-mlflow --export-dir`` exports without the MLflow registry, so no champion is compared; this
+applies the same rule (:func:`tilecost.train.tracking.beats`'s: a better score, top-1 geometric mean then worst problem
+then top-5, and a paired bootstrap interval of the top-1 ratio above 1) to a challenger artifact against the shipped
+one, on every held-out problem of the dataset, and per held-out dtype.
+
+    .venv/bin/python benchmarks/experiments/artifact_gate.py CHALLENGER_DIR [--champion tilecost/models/h200]
+    (~2 min, 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("challenger")
+    parser.add_argument("--champion", default=str(REPO / "tilecost/models/h200"))
+    parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
+    args = parser.parse_args()
+
+    from tilecost.device import load_device
+    from tilecost.train.dataset import load_measurements
+    from tilecost.train.loading import load_artifact_model
+    from tilecost.train.pipeline import evaluate_model, split_by_role
+    from tilecost.train.tracking import beats
+
+    device = load_device("h200")
+    _, heldout = split_by_role(load_measurements(args.dataset, "h200"))
+    models = {name: load_artifact_model(path)[0] for name, path in (("champion", args.champion),
+                                                                     ("challenger", args.challenger))}  # fmt: skip
+    groups = {"all held-out": heldout, **{f"{d}": f for d, f in heldout.groupby(heldout.dtype.astype(str))}}
+    for name, frame in groups.items():
+        ours = evaluate_model(models["challenger"], frame, device)
+        theirs = evaluate_model(models["champion"], frame, device)
+        gain = ours.paired_top1_gain(theirs)
+        promoted, words = beats(ours, theirs)
+        o, t = ours.score(), theirs.score()
+        problems = int(ours.summary()["problems"])
+        print(
+            f"{name:<13} {problems:>4} problems | challenger {o[0]:.4f} / {o[1]:.3f} / {o[2]:.4f}"
+            f" | champion {t[0]:.4f} / {t[1]:.3f} / {t[2]:.4f}"
+            f" | top-1 x{gain[0]:.4f} (90% x{gain[1]:.4f}-x{gain[2]:.4f})"
+            f" | {'PROMOTE' if promoted else 'keep'}: {words}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
