@@ -61,32 +61,33 @@ def main() -> int:
     device = load_device(args.device_class)
     train, heldout = split_by_role(load_measurements(args.dataset, args.device_class))
     model = load_artifact_model(args.artifact)[0] if args.artifact else fit_rows(CostModel(), train, device)
-    second = plan_keys("datasets/plans/2026-11-30-heldout-b-*.json")
-    third = plan_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json")
-    fourth = plan_keys("datasets/plans/2026-12-03-s28-heldout-d.json")
-    fifth = plan_keys("datasets/plans/2026-12-03-s29-heldout-e*.json")
-    sixth = plan_keys("datasets/plans/2026-12-03-s32-layers-heldout.json")
-    seventh = plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json")
-    eighth = plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json")
-    ninth = plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json")
-    later = second | third | fourth | fifth | sixth | seventh | eighth | ninth
+    later_sets = {  # every set after the first, in the order they were measured
+        "second set (s9)": plan_keys("datasets/plans/2026-11-30-heldout-b-*.json"),
+        "third (s25)": plan_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json"),
+        "fourth (s28)": plan_keys("datasets/plans/2026-12-03-s28-heldout-d.json"),
+        "fifth (s29)": plan_keys("datasets/plans/2026-12-03-s29-heldout-e*.json"),
+        "sixth (s32)": plan_keys("datasets/plans/2026-12-03-s32-layers-heldout.json"),
+        "seventh (s34)": plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json"),
+        "eighth (s35)": plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json"),
+        "ninth (s36)": plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json"),
+    }
+    names = list(later_sets)
+
+    def since(name: str) -> set[str]:
+        """The keys of set ``name`` and of every set measured after it."""
+        return set().union(*(later_sets[n] for n in names[names.index(name) :]))
+
+    later = since(names[0])
     sets = {
         "all held-out": heldout,
         "first set": heldout[~heldout.problem_key.isin(later)],
-        "second set (s9)": heldout[heldout.problem_key.isin(second)],
-        "third (s25)": heldout[heldout.problem_key.isin(third)],
-        "fourth (s28)": heldout[heldout.problem_key.isin(fourth)],
-        "fifth (s29)": heldout[heldout.problem_key.isin(fifth)],
-        "sixth (s32)": heldout[heldout.problem_key.isin(sixth)],
-        "seventh (s34)": heldout[heldout.problem_key.isin(seventh)],
-        "eighth (s35)": heldout[heldout.problem_key.isin(eighth)],
-        "ninth (s36)": heldout[heldout.problem_key.isin(ninth)],
-        "first + second": heldout[~heldout.problem_key.isin(later - second)],
-        "all but the fifth": heldout[~heldout.problem_key.isin(fifth | sixth | seventh | eighth | ninth)],
-        "all but the sixth": heldout[~heldout.problem_key.isin(sixth | seventh | eighth | ninth)],
-        "first six sets": heldout[~heldout.problem_key.isin(seventh | eighth | ninth)],
-        "first seven sets": heldout[~heldout.problem_key.isin(eighth | ninth)],
-        "first eight sets": heldout[~heldout.problem_key.isin(ninth)],
+        **{name: heldout[heldout.problem_key.isin(keys)] for name, keys in later_sets.items()},
+        "first + second": heldout[~heldout.problem_key.isin(later - later_sets["second set (s9)"])],
+        "all but the fifth": heldout[~heldout.problem_key.isin(since("fifth (s29)"))],
+        "all but the sixth": heldout[~heldout.problem_key.isin(since("sixth (s32)"))],
+        "first six sets": heldout[~heldout.problem_key.isin(since("seventh (s34)"))],
+        "first seven sets": heldout[~heldout.problem_key.isin(since("eighth (s35)"))],
+        "first eight sets": heldout[~heldout.problem_key.isin(since("ninth (s36)"))],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
@@ -105,16 +106,7 @@ def main() -> int:
             f" tau {s['kendall_tau']:.2f} | fixed {s['fixed_geomean']:.3f} tutorial {s['tutorial_geomean']:.3f}"
             f" roofline {s['roofline_geomean']:.3f}"
         )
-    for name in (
-        "second set (s9)",
-        "third (s25)",
-        "fourth (s28)",
-        "fifth (s29)",
-        "sixth (s32)",
-        "seventh (s34)",
-        "eighth (s35)",
-        "ninth (s36)",
-    ):
+    for name in names:
         if name in results:
             print(f"\n{name}:")
             print(results[name].table())

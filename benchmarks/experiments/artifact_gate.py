@@ -1,9 +1,10 @@
 """Experiment (thirty-sixth session): the nightly loop's promotion rule applied to two exported artifacts.
 
 ``tilecost train --no-mlflow --export-dir`` exports without the MLflow registry, so no champion is compared; this
-applies the same rule (:func:`tilecost.train.tracking.beats`'s: a better score, top-1 geometric mean then worst problem
-then top-5, and a paired bootstrap interval of the top-1 ratio above 1) to a challenger artifact against the shipped
-one, on every held-out problem of the dataset, and per held-out dtype.
+applies the same rule (:func:`tilecost.train.tracking.beats`'s, through its ``_verdict`` so that the bootstrap runs
+once: a better score, top-1 geometric mean then worst problem then top-5, and a paired bootstrap interval of the top-1
+ratio above 1) to a challenger artifact against the shipped one, on every held-out problem of the dataset, and per
+held-out dtype.
 
     .venv/bin/python benchmarks/experiments/artifact_gate.py CHALLENGER_DIR [--champion tilecost/models/h200]
     (~2 min, 2 cores)
@@ -30,19 +31,17 @@ def main() -> int:
     from tilecost.train.dataset import load_measurements
     from tilecost.train.loading import load_artifact_model
     from tilecost.train.pipeline import evaluate_model, split_by_role
-    from tilecost.train.tracking import beats
+    from tilecost.train.tracking import _verdict  # beats' rule on a gain computed once, as _decide uses it
 
     device = load_device("h200")
     _, heldout = split_by_role(load_measurements(args.dataset, "h200"))
-    models = {name: load_artifact_model(path)[0] for name, path in (("champion", args.champion),
-                                                                     ("challenger", args.challenger))}  # fmt: skip
-    groups = {"all held-out": heldout, **{f"{d}": f for d, f in heldout.groupby(heldout.dtype.astype(str))}}
+    challenger, champion = (load_artifact_model(path)[0] for path in (args.challenger, args.champion))
+    groups = {"all held-out": heldout, **dict(tuple(heldout.groupby(heldout.dtype.astype(str))))}
     for name, frame in groups.items():
-        ours = evaluate_model(models["challenger"], frame, device)
-        theirs = evaluate_model(models["champion"], frame, device)
-        gain = ours.paired_top1_gain(theirs)
-        promoted, words = beats(ours, theirs)
-        o, t = ours.score(), theirs.score()
+        ours = evaluate_model(challenger, frame, device)
+        theirs = evaluate_model(champion, frame, device)
+        o, t, gain = ours.score(), theirs.score(), ours.paired_top1_gain(theirs)
+        promoted, words = _verdict(o, t, gain)
         problems = int(ours.summary()["problems"])
         print(
             f"{name:<13} {problems:>4} problems | challenger {o[0]:.4f} / {o[1]:.3f} / {o[2]:.4f}"
