@@ -331,3 +331,83 @@ def test_model_top_k_above_min_sample_is_refused() -> None:
         NightlySettings(model_top=1, model_top_k=65, min_sample=64)
     with pytest.raises(ValueError, match="model_top_within=-1 must be >= 0"):
         NightlySettings(model_top=1, model_top_within=-1)
+
+
+def _promoted_tonight(base: Path, night: str, version: str, previous: str | None) -> None:
+    """Tonight's train record as the train step writes it when ``version`` beat the champion ``previous``, with the
+    registry's alias moved to it (the first night's run and store)."""
+    from mlflow import MlflowClient
+
+    record = _record(base, "2026-11-29", "train") | {"model_version": version, "previous_champion": previous}
+    client = MlflowClient(record["tracking_uri"])
+    record["mlflow_run_id"] = client.get_model_version(record["model_name"], version).run_id
+    client.set_registered_model_alias(record["model_name"], "champion", version)
+    steps = base / "state" / night / "steps"
+    steps.mkdir(parents=True)
+    (steps / "train.json").write_text(json.dumps(record))
+
+
+def test_a_promoted_model_is_swapped_in_only_through_the_answer_gate(first_night, capsys) -> None:
+    from tilecost.predict.artifact import load_artifact
+
+    base, _ = first_night
+    target = base / "state" / "artifact" / "h200"
+    _, before = load_artifact(target)
+    # The champion's own booster, exported again from tonight's dataset: its lists, built from samples around more
+    # training problems, and its calibration change, so its answers do too.
+    _promoted_tonight(base, "2026-12-06", "1", None)
+
+    code, summary = _run(_night(base, "2026-12-06", "--steps", "export,report", "--export-samples", "4000"), capsys)
+
+    assert code == EXIT_OK and "export done" in summary
+    assert "Answer gate (passed" in (base / "state" / "2026-12-06" / "report.md").read_text()
+    record = _record(base, "2026-12-06", "export")
+    gate = record["answer_gate"]
+    assert record["ok"] and gate["passed"] and gate["problems"] > 0 and gate["interval"][1] >= 1
+    _, after = load_artifact(target)
+    assert after["model.ubj"] == before["model.ubj"] and after["predictor.json"] != before["predictor.json"]
+    assert not (base / "state" / "artifact" / ".h200.new").exists()
+
+
+def test_an_artifact_that_fails_the_answer_gate_is_withheld(first_night, capsys, monkeypatch) -> None:
+    import dataclasses
+
+    from mlflow import MlflowClient
+
+    import tilecost.train.answer_gate as answer_gate
+    from tilecost.predict.artifact import load_artifact
+
+    base, _ = first_night
+    target = base / "state" / "artifact" / "h200"
+    _, before = load_artifact(target)
+    name = _record(base, "2026-11-29", "train")["model_name"]
+    latest = str(_versions(base)[-1])
+    assert latest != "1"  # the later nights registered models of their own
+    _promoted_tonight(base, "2026-12-07", latest, "1")
+    judged = []
+    real = answer_gate.judge_answers
+
+    def strict(ours, theirs, **kwargs):  # the real gate on the real answers, its verdict turned to a failure
+        gate = real(ours, theirs, **kwargs)
+        judged.append(gate)
+        return dataclasses.replace(gate, passed=False, reason="test: withheld")
+
+    monkeypatch.setattr(answer_gate, "judge_answers", strict)
+
+    code, summary = _run(_night(base, "2026-12-07", "--steps", "export,report", "--export-samples", "4000"), capsys)
+
+    assert code == EXIT_OK and "export done" in summary
+    record = _record(base, "2026-12-07", "export")
+    assert record["withheld"] and not record["ok"] and "test: withheld" in record["error"]
+    assert judged and judged[0].problems > 0 and record["answer_gate"]["problems"] == judged[0].problems
+    _, after = load_artifact(target)
+    assert after["model.ubj"] == before["model.ubj"]  # the previous artifact stays
+    assert not (base / "state" / "artifact" / ".h200.new").exists()
+    client = MlflowClient(_record(base, "2026-12-07", "train")["tracking_uri"])
+    assert str(client.get_model_version_by_alias(name, "champion").version) == "1"  # back from the latest
+    assert "test: withheld" in client.get_model_version(name, latest).tags["answer_gate"]
+    report = (base / "state" / "2026-12-07" / "report.md").read_text()
+    assert "NOT written (withheld" in report and "Answer gate (FAILED: test: withheld)" in report
+    # the same night again: the decision stands, nothing is exported twice
+    code, summary = _run(_night(base, "2026-12-07", "--steps", "export", "--export-samples", "4000"), capsys)
+    assert code == EXIT_OK and "export reused" in summary

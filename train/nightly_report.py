@@ -114,4 +114,16 @@ def nightly_markdown(settings: NightlySettings, night: NightDir, outcomes: Seque
     if export:
         state = "written" if export.get("ok") else f"NOT written ({export.get('error')})"
         lines += ["", "## Export", "", f"Artifact of v{export['model_version']} {state}: `{export['directory']}`."]
+        gate = export.get("answer_gate")
+        if gate and gate.get("problems"):
+            ours, theirs = gate["challenger"], gate["champion"]
+            lines.append(
+                f"Answer gate ({'passed' if gate['passed'] else 'FAILED'}: {gate['reason']}), the predictors' "
+                f"answers on {gate['problems']} held-out problems: {ours['geomean']:.4f} of the best, "
+                f"{ours['bad_unflagged']} below 0.90 unflagged, against the previous artifact's "
+                f"{theirs['geomean']:.4f} and {theirs['bad_unflagged']}; ratio x{gate['ratio']:.4f} "
+                f"(90% x{gate['interval'][0]:.4f}-x{gate['interval'][1]:.4f})."
+            )
+        if export.get("withheld"):
+            lines.append(f"The champion alias is back on v{export.get('champion')}; the previous artifact stays.")
     return "\n".join(lines) + "\n"

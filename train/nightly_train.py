@@ -18,6 +18,7 @@ from tilecost.collect.plans import PlanEntry
 from tilecost.errors import TilecostError
 from tilecost.predict.artifact import METADATA_FILE, swap_in
 
+from .answer_gate import AnswerGate
 from .nightly_plan import FLAGGED_FAMILY
 from .nightly_settings import ExportMode, NightlyError, Step
 from .nightly_steps import NightContext, Outcome, StepOutcome, check_dataset_kind, dataset_state, drift_blocks
@@ -215,6 +216,9 @@ def step_export(night: NightContext) -> StepOutcome:
     record = d.read_record("export")
     if record is not None and record.get("model_version") == train["model_version"] and record.get("ok"):
         return StepOutcome(Step.EXPORT, Outcome.REUSED, f"export: {record['directory']} (done earlier tonight)", record)
+    if record is not None and record.get("model_version") == train["model_version"] and record.get("withheld"):
+        return StepOutcome(Step.EXPORT, Outcome.REUSED, f"export: v{train['model_version']} {record['error']} "
+                           "(earlier tonight)", record)  # fmt: skip
     target = s.resolved_export_dir
     staging = target.with_name(f".{target.name}.new")
     if staging.exists():
@@ -243,6 +247,11 @@ def step_export(night: NightContext) -> StepOutcome:
         d.write_record("export", record)
         return StepOutcome(Step.EXPORT, Outcome.FAILED, f"export: {why}; the previous artifact in {target} stays "
                            "(the MLflow registry holds the new champion)", record)  # fmt: skip
+    gate = _answer_gate(night, staging, target)
+    if gate is not None:
+        record["answer_gate"] = gate.to_dict()
+        if not gate.passed:
+            return _withhold(night, train, staging, record, gate.describe())
     swap_in(staging, target)
     mlflow.MlflowClient(train["tracking_uri"]).log_artifacts(train["mlflow_run_id"], str(target), "predictor_artifact")
     record["ok"] = True
@@ -251,4 +260,53 @@ def step_export(night: NightContext) -> StepOutcome:
         f"export: v{train['model_version']} -> {target} in {beat.seconds:.0f} s "
         f"(also logged to MLflow run {train['mlflow_run_id']})"
     )
+    if gate is not None:
+        line += f"; {gate.describe()}"
+    return StepOutcome(Step.EXPORT, Outcome.DONE, line, record)
+
+
+def _answer_gate(night: NightContext, staging: Path, target: Path) -> AnswerGate | None:
+    """The new artifact's answers against those of the artifact it would replace (:mod:`.answer_gate`); None when
+    ``target`` holds none. A previous artifact that no longer loads (another device class or Triton version, a
+    damaged file) is no reason to keep it: the gate passes and says why."""
+    from .answer_gate import artifact_answers, judge_answers
+    from .dataset import load_measurements
+    from .pipeline import split_by_role
+
+    if not (target / METADATA_FILE).is_file():
+        return None
+    s = night.s
+    with Heartbeat(f"[nightly {s.night}{' SIMULATED' if s.simulated else ''}] answer gate", night.stream):
+        _, heldout = split_by_role(load_measurements(s.dataset, s.device_class))
+        ours = artifact_answers(staging, heldout)
+        try:
+            theirs = artifact_answers(target, heldout)
+        except TilecostError as exc:
+            return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
+        return judge_answers(ours, theirs)
+
+
+def _withhold(
+    night: NightContext, train: dict[str, Any], staging: Path, record: dict[str, Any], why: str
+) -> StepOutcome:
+    """The promoted model's artifact answers worse than the one in place: drop it, keep the old one (its tuning
+    database refreshed), and move the registry's champion alias back to the version that artifact came from, so
+    that the registry and the artifact name the same champion."""
+    import shutil
+
+    import mlflow
+
+    from .tracking import CHAMPION_ALIAS
+
+    shutil.rmtree(staging, ignore_errors=True)
+    client = mlflow.MlflowClient(train["tracking_uri"])
+    name, version, previous = train["model_name"], train["model_version"], train.get("previous_champion")
+    client.set_model_version_tag(name, version, "answer_gate", why[:4000])
+    if previous is not None:
+        client.set_registered_model_alias(name, CHAMPION_ALIAS, previous)
+    record.update(withheld=True, error=f"withheld: {why}", champion=previous)
+    night.dir.write_record("export", record)
+    kept = _refresh_measured(night, {"decision": f"v{version} withheld by the answer gate"})
+    alias = f"the champion alias back on v{previous}" if previous is not None else "no earlier champion"
+    line = f"export: v{version} NOT swapped in, {why}; {kept.line.removeprefix('export: ')}; {alias}"
     return StepOutcome(Step.EXPORT, Outcome.DONE, line, record)

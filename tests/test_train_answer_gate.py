@@ -1,0 +1,110 @@
+"""The answer gate (:mod:`tilecost.train.answer_gate`): its rule on answers given as data, and the answers of the
+shipped artifact on real held-out measurements of the shipped dataset."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tilecost.train.answer_gate import Answers, artifact_answers, judge_answers
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "tilecost" / "models" / "h200"
+
+
+def _answers(fractions: list[float], flagged: list[bool] | None = None) -> Answers:
+    keys = [f"{i + 1}x64x64-bf16-nt" for i in range(len(fractions))]
+    flags = flagged if flagged is not None else [False] * len(fractions)
+    return Answers(dict(zip(keys, fractions, strict=True)), dict(zip(keys, flags, strict=True)))
+
+
+def test_the_same_answers_pass_at_a_ratio_of_one() -> None:
+    answers = _answers([1.0, 0.95, 0.8, 0.99])
+
+    gate = judge_answers(answers, answers)
+
+    assert gate.passed and gate.problems == 4
+    assert gate.ratio == pytest.approx(1.0) and gate.interval == pytest.approx((1.0, 1.0))
+    assert gate.challenger == gate.champion and gate.challenger["bad_unflagged"] == 1
+    assert "passed" in gate.describe()
+
+
+def test_answers_worse_beyond_chance_fail() -> None:
+    champion = _answers([1.0] * 40)
+    challenger = _answers([0.97] * 40)  # worse on every problem, none below 0.90
+
+    gate = judge_answers(challenger, champion)
+
+    assert not gate.passed and gate.ratio == pytest.approx(0.97)
+    assert gate.interval[1] < 1 and "worse beyond chance" in gate.reason
+    assert "FAILED" in gate.describe()
+
+
+def test_one_more_bad_answer_left_unflagged_fails_even_when_better_on_average() -> None:
+    champion = _answers([0.95] * 39 + [1.0])
+    challenger = _answers([1.0] * 39 + [0.5])  # better on 39 problems, one answer at half the best, unflagged
+
+    gate = judge_answers(challenger, champion)
+
+    assert gate.ratio > 1 and gate.interval[1] >= 1
+    assert not gate.passed and "1 answers below 0.90 unflagged, the champion 0" in gate.reason
+    # the same answers, the bad one flagged: a caller told to measure that one loses nothing
+    flagged = _answers([1.0] * 39 + [0.5], [False] * 39 + [True])
+    assert judge_answers(flagged, champion).passed
+
+
+def test_only_problems_both_answered_are_judged_and_none_in_common_passes() -> None:
+    champion = _answers([1.0, 0.5])
+    challenger = Answers(
+        {"1x64x64-bf16-nt": 1.0, "9x9x9-fp16-nn": 0.1}, {"1x64x64-bf16-nt": False, "9x9x9-fp16-nn": False}
+    )
+
+    assert judge_answers(challenger, champion).problems == 1
+    nothing = judge_answers(Answers({"9x9x9-fp16-nn": 0.1}, {"9x9x9-fp16-nn": False}), champion)
+    assert nothing.passed and nothing.problems == 0 and "no held-out problem" in nothing.describe()
+
+
+@pytest.mark.parametrize(
+    ("fractions", "flagged", "message"),
+    [
+        ({"a": 1.0}, {"b": False}, "must name the same problems"),
+        ({"a": 1.5}, {"a": False}, "fraction of a is 1.5"),
+        ({"a": math.nan}, {"a": False}, "fraction of a is nan"),
+        ({"a": 1}, {"a": False}, "fraction of a is 1;"),
+    ],
+)
+def test_bad_answers_are_refused_naming_the_problem(fractions, flagged, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        Answers(fractions, flagged)
+
+
+@pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")
+def test_the_shipped_artifacts_answers_on_real_held_out_measurements() -> None:
+    pytest.importorskip("pyarrow")
+    import pyarrow.dataset as ds
+
+    from tilecost import Predictor
+    from tilecost.problem import Problem
+
+    keys = ["256x7680x5120-bf16-nt", "1x50257x768-fp16-nn"]  # held-out problems of the shipped dataset
+    table = ds.dataset(REPO / "datasets" / "measurements", partitioning="hive").to_table(
+        columns=["problem_key", "config_id", "time_us", "status", "role", "timestamp"],
+        filter=ds.field("problem_key").isin(keys) & ds.field("status").isin(["ok", "hopeless"]),
+    )
+    frame = table.to_pandas()
+    assert set(frame["problem_key"]) == set(keys) and set(frame["role"]) == {"heldout"}
+    frame = frame.sort_values("timestamp").drop_duplicates(["problem_key", "config_id"], keep="last")
+
+    answers = artifact_answers(SHIPPED, frame)
+
+    predictor = Predictor.load(SHIPPED)
+    for key in keys:
+        rows = frame[frame["problem_key"] == key]
+        times = dict(zip(rows["config_id"], rows["time_us"], strict=True))
+        answer = predictor.predict_best(Problem.from_key(key), measured=False)  # the model, not the database
+        assert not answer.measured
+        assert answers.fractions[key] == pytest.approx(min(times.values()) / times[answer.config.key])
+        assert answers.flagged[key] == bool(answer.ood)
+    assert judge_answers(answers, answers).passed

@@ -1,0 +1,163 @@
+"""The answer gate: whether a new predictor artifact answers as well as the artifact it would replace.
+
+The promotion rule (:func:`~tilecost.train.tracking.beats`) judges the full model's choice over every candidate.
+Callers get something else: the predictor's answer, scored over a shortlist at the artifact's default width, with
+its out-of-distribution flags. The two can disagree: the thirty-sixth session's refit beat the shipped model by the
+rule (held-out top-1 ×1.0042, interval ×1.0008-×1.0077) while its predictor answered fp16 problems worse (×0.974) and
+left 33 answers below 0.90 of the best unflagged against 21 (BENCHMARKS §4/§5). So the nightly loop exports a
+promoted model into a staging directory first and swaps it in only when this gate passes.
+
+Each artifact answers every held-out problem of the dataset, never from its tuning database (the held-out
+problems are in it); an answer's *fraction* is the problem's best measured time over the answer's measured time (0
+for a configuration never timed; a hopeless one at its lower bound), as training's evaluation scores the full
+model's choice. The challenger passes when
+
+* its answers are not worse beyond chance: the upper end of a paired bootstrap interval (90%) of the ratio of the
+  two geometric means is at least 1, and
+* it leaves no more bad answers (below ``good_fraction``) unflagged than the champion does: a caller trusts an
+  unflagged answer.
+
+With no held-out problem in common the gate passes (there is nothing to judge by) and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["AnswerGate", "Answers", "artifact_answers", "compare_answers", "judge_answers"]
+
+
+@dataclass(frozen=True)
+class Answers:
+    """One artifact's answers on held-out problems: per problem key, the fraction and whether it was flagged."""
+
+    fractions: Mapping[str, float]
+    flagged: Mapping[str, bool]
+
+    def __post_init__(self) -> None:
+        if set(self.fractions) != set(self.flagged):
+            raise ValueError("fractions and flagged must name the same problems")
+        bad = {k: f for k, f in self.fractions.items() if not (isinstance(f, float) and 0.0 <= f <= 1.0 + 1e-9)}
+        if bad:
+            key = next(iter(bad))
+            raise ValueError(f"fraction of {key} is {bad[key]!r}; a fraction is a float in [0, 1]")
+
+    def summary(self, keys: list[str], good_fraction: float) -> dict[str, Any]:
+        """Geometric mean (fractions of 0 counted as 1e-9), worst, how many below ``good_fraction`` and how many
+        of those flagged, how many flagged in all, and the worst unflagged answer (1.0 when all are flagged)."""
+        f = np.array([self.fractions[k] for k in keys], dtype=np.float64)
+        flagged = np.array([self.flagged[k] for k in keys], dtype=bool)
+        bad = f < good_fraction
+        return {
+            "geomean": round(float(np.exp(np.log(np.maximum(f, 1e-9)).mean())), 4),
+            "worst": round(float(f.min()), 4),
+            "bad": int(bad.sum()),
+            "bad_flagged": int((bad & flagged).sum()),
+            "bad_unflagged": int((bad & ~flagged).sum()),
+            "flagged": int(flagged.sum()),
+            "worst_unflagged": round(float(f[~flagged].min()) if (~flagged).any() else 1.0, 4),
+        }
+
+
+@dataclass(frozen=True)
+class AnswerGate:
+    """The gate's verdict and the figures it rests on."""
+
+    passed: bool
+    problems: int
+    challenger: Mapping[str, Any]
+    champion: Mapping[str, Any]
+    ratio: float  # challenger's geometric mean over the champion's, on the same problems
+    interval: tuple[float, float]
+    reason: str
+
+    def describe(self) -> str:
+        if not self.problems:
+            return f"answer gate passed: {self.reason}"
+
+        def words(s: Mapping[str, Any]) -> str:
+            return (f"{s['geomean']:.4f} of the best (worst {s['worst']:.3f}), {s['bad']} below 0.90 of which "
+                    f"{s['bad_unflagged']} unflagged")  # fmt: skip
+
+        return (
+            f"answer gate {'passed' if self.passed else 'FAILED'} on {self.problems} held-out problems: "
+            f"challenger {words(self.challenger)}; champion {words(self.champion)}; "
+            f"ratio x{self.ratio:.4f} (90% x{self.interval[0]:.4f}-x{self.interval[1]:.4f}); {self.reason}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "problems": self.problems, "challenger": dict(self.challenger),
+                "champion": dict(self.champion), "ratio": round(self.ratio, 5),
+                "interval": [round(x, 5) for x in self.interval], "reason": self.reason}  # fmt: skip
+
+
+def judge_answers(
+    challenger: Answers,
+    champion: Answers,
+    *,
+    good_fraction: float = 0.90,
+    level: float = 0.90,
+    draws: int = 2000,
+    seed: int = 0,
+) -> AnswerGate:
+    """The gate (module docstring) on the problems both answered."""
+    from .evaluate import _geomean_interval
+
+    keys = sorted(set(challenger.fractions) & set(champion.fractions))
+    if not keys:
+        return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), "no held-out problem both artifacts answer")
+    ours, theirs = challenger.summary(keys, good_fraction), champion.summary(keys, good_fraction)
+    diff = np.log([max(challenger.fractions[k], 1e-9) for k in keys]) - np.log(
+        [max(champion.fractions[k], 1e-9) for k in keys]
+    )
+    ratio = float(np.exp(diff.mean()))
+    low, high = _geomean_interval(diff, level, draws, seed)
+    reasons = []
+    if high < 1.0:
+        reasons.append(f"its answers are worse beyond chance (the interval's upper end x{high:.4f} is below 1)")
+    if ours["bad_unflagged"] > theirs["bad_unflagged"]:
+        reasons.append(
+            f"it leaves {ours['bad_unflagged']} answers below {good_fraction:.2f} unflagged, the champion "
+            f"{theirs['bad_unflagged']}"
+        )
+    passed = not reasons
+    reason = "no worse, and no more bad answers unflagged" if passed else "; ".join(reasons)
+    return AnswerGate(passed, len(keys), ours, theirs, ratio, (low, high), reason)
+
+
+def artifact_answers(artifact: str | Path, heldout: pd.DataFrame) -> Answers:
+    """The answers of the artifact in ``artifact`` on every held-out problem of ``heldout`` (timed rows: columns
+    ``problem_key``, ``config_id``, ``time_us``; :func:`~tilecost.train.pipeline.split_by_role`'s second frame),
+    each answered by the model, never from the tuning database (a group the artifact never saw is answered too,
+    flagged, as a caller would get it)."""
+    from tilecost.predict import Predictor
+    from tilecost.problem import Problem
+
+    predictor = Predictor.load(artifact)
+    fractions: dict[str, float] = {}
+    flagged: dict[str, bool] = {}
+    for key, rows in heldout.groupby("problem_key", sort=True):
+        problem = Problem.from_key(str(key))
+        times = dict(zip(rows["config_id"].astype(str), rows["time_us"].astype(float), strict=True))
+        answer = predictor.predict_best(problem, measured=False)
+        fractions[str(key)] = float(min(times.values()) / times.get(answer.config.key, math.inf))
+        flagged[str(key)] = bool(answer.ood)
+    return Answers(fractions, flagged)
+
+
+def compare_answers(
+    challenger: str | Path, champion: str | Path, heldout: pd.DataFrame, *, good_fraction: float = 0.90
+) -> AnswerGate:
+    """:func:`judge_answers` on the two artifacts' :func:`artifact_answers`."""
+    return judge_answers(
+        artifact_answers(challenger, heldout), artifact_answers(champion, heldout), good_fraction=good_fraction
+    )
