@@ -42,17 +42,22 @@ def test_answers_worse_beyond_chance_fail() -> None:
     assert "FAILED" in gate.describe()
 
 
-def test_one_more_bad_answer_left_unflagged_fails_even_when_better_on_average() -> None:
+def test_one_more_bad_answer_fails_even_when_better_on_average_and_flagged() -> None:
     champion = _answers([0.95] * 39 + [1.0])
-    challenger = _answers([1.0] * 39 + [0.5])  # better on 39 problems, one answer at half the best, unflagged
+    challenger = _answers([1.0] * 39 + [0.5])  # better on 39 problems, one answer at half the best
 
     gate = judge_answers(challenger, champion)
 
     assert gate.ratio > 1 and gate.interval[1] >= 1
-    assert not gate.passed and "1 answers below 0.90 unflagged, the champion 0" in gate.reason
-    # the same answers, the bad one flagged: a caller told to measure that one loses nothing
-    flagged = _answers([1.0] * 39 + [0.5], [False] * 39 + [True])
-    assert judge_answers(flagged, champion).passed
+    assert not gate.passed and "it gives 1 answers below 0.90 of the best, the champion 0" in gate.reason
+    # flagging the bad answer does not buy it through: an artifact that flags everything would pass that way
+    flagged = _answers([1.0] * 39 + [0.5], [True] * 40)
+    assert not judge_answers(flagged, champion).passed
+    # fewer bad answers than the champion, none flagged, against a champion that flags its own: passes
+    champion = _answers([1.0] * 37 + [0.5, 0.6, 0.7], [False] * 37 + [True, True, False])
+    fewer = _answers([1.0] * 38 + [0.5, 0.6])
+    gate = judge_answers(fewer, champion)
+    assert gate.passed and gate.challenger["bad_unflagged"] > gate.champion["bad_unflagged"]
 
 
 def test_only_problems_both_answered_are_judged_and_none_in_common_passes() -> None:

@@ -17,7 +17,7 @@
 5. **export**: the new champion's predictor artifact, in a child process under a time limit
    (the predictor's precomputation can be slow), swapped into ``export_dir`` whole when its answers pass the
    answer gate against the artifact there (:mod:`~tilecost.train.answer_gate`: the predictor's answers on the
-   held-out problems, not the full model's, no worse beyond chance and no more bad ones unflagged), else
+   held-out problems, not the full model's, no worse beyond chance and no more of them bad), else
    withheld: the artifact there stays and the ``champion`` alias goes back to its version; with the champion
    unchanged, its artifact there gets its tuning database refreshed from tonight's dataset
    (:mod:`~tilecost.train.refresh`);

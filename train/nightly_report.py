@@ -120,8 +120,8 @@ def nightly_markdown(settings: NightlySettings, night: NightDir, outcomes: Seque
             lines.append(
                 f"Answer gate ({'passed' if gate['passed'] else 'FAILED'}: {gate['reason']}), the predictors' "
                 f"answers on {gate['problems']} held-out problems: {ours['geomean']:.4f} of the best, "
-                f"{ours['bad_unflagged']} below 0.90 unflagged, against the previous artifact's "
-                f"{theirs['geomean']:.4f} and {theirs['bad_unflagged']}; ratio x{gate['ratio']:.4f} "
+                f"{ours['bad']} below 0.90 ({ours['bad_flagged']} of them flagged), against the previous artifact's "
+                f"{theirs['geomean']:.4f} and {theirs['bad']} ({theirs['bad_flagged']}); ratio x{gate['ratio']:.4f} "
                 f"(90% x{gate['interval'][0]:.4f}-x{gate['interval'][1]:.4f})."
             )
         if export.get("withheld"):

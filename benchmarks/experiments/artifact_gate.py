@@ -11,8 +11,8 @@ predictor's answer (a shortlist at the artifact's default width, and its out-of-
 session's refit passed the rule and answered worse. ``--predictor`` adds, per artifact, the predictor's answers on the
 same held-out problems (never from the tuning database): measured best over the answer's measured time (geometric
 mean, worst, how many below 0.90), how many of those were flagged, the worst unflagged answer, and the paired ratio of
-the two predictors' answers with a 90% bootstrap interval. The predictor gate passes when the challenger's answers are
-no worse (ratio interval's upper end at or above 1) and it leaves no more answers below 0.90 unflagged.
+the two predictors' answers with a 90% bootstrap interval, and the verdict of the answer gate the nightly loop now
+applies before it swaps an artifact in (``tilecost.train.answer_gate``; the rule is in its docstring).
 
     .venv/bin/python benchmarks/experiments/artifact_gate.py CHALLENGER_DIR [--champion tilecost/models/h200]
         [--predictor]
@@ -60,67 +60,24 @@ def main() -> int:
             f" | {'PROMOTE' if promoted else 'keep'}: {words}"
         )
     if args.predictor:
-        predictor_gate(args.challenger, args.champion)
+        predictor_gate(args.challenger, args.champion, heldout)
     return 0
 
 
-def predictor_answers(artifact: str, data: object, problems: list) -> dict[str, tuple[float, bool]]:
-    """Per held-out problem key: measured best over the measured time of the predictor's answer (a configuration never
-    timed counts 0; a hopeless one at its lower bound), and whether the answer was flagged out of distribution."""
-    import math
+def predictor_gate(challenger: str, champion: str, heldout: object) -> None:
+    """The nightly loop's answer gate (:mod:`tilecost.train.answer_gate`) on the two artifacts, over every held-out
+    problem and per held-out dtype."""
+    from tilecost.train.answer_gate import Answers, artifact_answers, judge_answers
 
-    from tilecost import Predictor
+    ours, theirs = (artifact_answers(path, heldout) for path in (challenger, champion))
 
-    predictor = Predictor.load(artifact)
-    groups = set(predictor._group_specs)
-    out = {}
-    for problem in problems:
-        if f"{problem.dtype.value}-{problem.layout.value}" not in groups:
-            continue
-        answer = predictor.predict_best(problem, measured=False)
-        times = data.times(problem, ("ok", "hopeless"))
-        best = min(data.times(problem).values())
-        out[problem.key] = (best / times.get(answer.config.key, math.inf), bool(answer.ood))
-    return out
-
-
-def predictor_gate(challenger: str, champion: str) -> None:
-    import numpy as np
-
-    from tests.test_predict_fixture import load_dataset
-    from tilecost.train.evaluate import _geomean_interval
-
-    data = load_dataset(groups=None, until=None)
-    heldout = data.problems("heldout")
-    ours, theirs = (predictor_answers(path, data, heldout) for path in (challenger, champion))
-    keys = sorted(set(ours) & set(theirs))
-    sets = {"all held-out": keys}
-    for dtype in sorted({k.rsplit("-", 2)[1] for k in keys}):
-        sets[dtype] = [k for k in keys if k.rsplit("-", 2)[1] == dtype]
-
-    def describe(answers: dict[str, tuple[float, bool]], chosen: list[str]) -> tuple[str, int]:
-        f = np.array([answers[k][0] for k in chosen])
-        flagged = np.array([answers[k][1] for k in chosen])
-        bad = f < 0.90
-        unflagged = f[~flagged]
-        worst_unflagged = float(unflagged.min()) if len(unflagged) else 1.0
-        words = (f"{np.exp(np.log(np.maximum(f, 1e-9)).mean()):.4f} / worst {f.min():.3f} / {int(bad.sum())} below 0.90"
-                 f" ({int((bad & flagged).sum())} flagged) / {int(flagged.sum())} flagged / worst unflagged"
-                 f" {worst_unflagged:.3f}")  # fmt: skip
-        return words, int((bad & ~flagged).sum())
+    def only(answers: Answers, dtype: str | None) -> Answers:
+        keys = [k for k in answers.fractions if dtype is None or k.rsplit("-", 2)[1] == dtype]
+        return Answers({k: answers.fractions[k] for k in keys}, {k: answers.flagged[k] for k in keys})
 
     print("\nThe predictors' answers (default width, never from the tuning database), measured:")
-    for name, chosen in sets.items():
-        if not chosen:
-            continue
-        mine, missed_mine = describe(ours, chosen)
-        other, missed_other = describe(theirs, chosen)
-        diff = np.log([max(ours[k][0], 1e-9) for k in chosen]) - np.log([max(theirs[k][0], 1e-9) for k in chosen])
-        low, high = _geomean_interval(diff, 0.90, 2000, 0)
-        passes = high >= 1.0 and missed_mine <= missed_other
-        print(f"{name:<13} {len(chosen):>4} problems | challenger {mine} | champion {other}"
-              f" | answers x{np.exp(diff.mean()):.4f} (90% x{low:.4f}-x{high:.4f})"
-              f" | {'pass' if passes else 'FAIL'}")  # fmt: skip
+    for dtype in (None, *sorted({k.rsplit("-", 2)[1] for k in ours.fractions})):
+        print(f"{dtype or 'all held-out':<13} {judge_answers(only(ours, dtype), only(theirs, dtype)).describe()}")
 
 
 if __name__ == "__main__":
