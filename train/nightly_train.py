@@ -247,7 +247,14 @@ def step_export(night: NightContext) -> StepOutcome:
         d.write_record("export", record)
         return StepOutcome(Step.EXPORT, Outcome.FAILED, f"export: {why}; the previous artifact in {target} stays "
                            "(the MLflow registry holds the new champion)", record)  # fmt: skip
-    gate = _answer_gate(night, staging, target)
+    try:
+        gate = _answer_gate(night, staging, target)
+    except TilecostError as exc:  # the new artifact does not load: nothing to swap in
+        shutil.rmtree(staging, ignore_errors=True)
+        record["error"] = f"the new artifact does not load: {exc}"
+        d.write_record("export", record)
+        return StepOutcome(Step.EXPORT, Outcome.FAILED, f"export: {record['error']}; the previous artifact in "
+                           f"{target} stays", record)  # fmt: skip
     if gate is not None:
         record["answer_gate"] = gate.to_dict()
         if not gate.passed:
@@ -290,8 +297,9 @@ def _withhold(
     night: NightContext, train: dict[str, Any], staging: Path, record: dict[str, Any], why: str
 ) -> StepOutcome:
     """The promoted model's artifact answers worse than the one in place: drop it, keep the old one (its tuning
-    database refreshed), and move the registry's champion alias back to the version that artifact came from, so
-    that the registry and the artifact name the same champion."""
+    database refreshed), and move the registry's champion alias back to the previous champion (the version the
+    artifact in place came from, unless an earlier night's export of it failed), so that the registry does not name
+    a champion whose artifact was refused."""
     import shutil
 
     import mlflow
