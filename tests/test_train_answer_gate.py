@@ -112,4 +112,5 @@ def test_the_shipped_artifacts_answers_on_real_held_out_measurements() -> None:
         assert not answer.measured
         assert answers.fractions[key] == pytest.approx(min(times.values()) / times[answer.config.key])
         assert answers.flagged[key] == bool(answer.ood)
+    assert artifact_answers(predictor, frame) == answers  # a loaded predictor answers as its directory does
     assert judge_answers(answers, answers).passed

@@ -35,7 +35,9 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AnswerGate", "Answers", "artifact_answers", "compare_answers", "judge_answers"]
+    from tilecost.predict import Predictor
+
+__all__ = ["AnswerGate", "Answers", "artifact_answers", "judge_answers"]
 
 
 @dataclass(frozen=True)
@@ -135,15 +137,16 @@ def judge_answers(
     return AnswerGate(passed, len(keys), ours, theirs, ratio, (low, high), reason)
 
 
-def artifact_answers(artifact: str | Path, heldout: pd.DataFrame) -> Answers:
-    """The answers of the artifact in ``artifact`` on every held-out problem of ``heldout`` (timed rows: columns
-    ``problem_key``, ``config_id``, ``time_us``; :func:`~tilecost.train.pipeline.split_by_role`'s second frame),
-    each answered by the model, never from the tuning database (a group the artifact never saw is answered too,
-    flagged, as a caller would get it)."""
+def artifact_answers(artifact: str | Path | Predictor, heldout: pd.DataFrame) -> Answers:
+    """The answers of the artifact in ``artifact`` (a directory, loaded with its defaults, or a loaded
+    :class:`~tilecost.predict.Predictor`, e.g. one with another shortlist width) on every held-out problem of
+    ``heldout`` (timed rows: columns ``problem_key``, ``config_id``, ``time_us``;
+    :func:`~tilecost.train.pipeline.split_by_role`'s second frame), each answered by the model, never from the tuning
+    database (a group the artifact never saw is answered too, flagged, as a caller would get it)."""
     from tilecost.predict import Predictor
     from tilecost.problem import Problem
 
-    predictor = Predictor.load(artifact)
+    predictor = artifact if isinstance(artifact, Predictor) else Predictor.load(artifact)
     fractions: dict[str, float] = {}
     flagged: dict[str, bool] = {}
     for key, rows in heldout.groupby("problem_key", sort=True):
@@ -153,12 +156,3 @@ def artifact_answers(artifact: str | Path, heldout: pd.DataFrame) -> Answers:
         fractions[str(key)] = float(min(times.values()) / times.get(answer.config.key, math.inf))
         flagged[str(key)] = bool(answer.ood)
     return Answers(fractions, flagged)
-
-
-def compare_answers(
-    challenger: str | Path, champion: str | Path, heldout: pd.DataFrame, *, good_fraction: float = 0.90
-) -> AnswerGate:
-    """:func:`judge_answers` on the two artifacts' :func:`artifact_answers`."""
-    return judge_answers(
-        artifact_answers(challenger, heldout), artifact_answers(champion, heldout), good_fraction=good_fraction
-    )

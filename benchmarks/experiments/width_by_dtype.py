@@ -4,29 +4,23 @@ shortlist widths (never from the tuning database): geometric mean of best / answ
     .venv/bin/python benchmarks/experiments/width_by_dtype.py     (~30 s, this 2-core machine)
 """
 
-import math
 import sys
+from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, ".")
-from tilecost import Predictor, Problem
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tilecost import Predictor
+from tilecost.train.answer_gate import artifact_answers
 from tilecost.train.dataset import load_measurements
 from tilecost.train.pipeline import split_by_role
 
-_, h = split_by_role(load_measurements("datasets/measurements", "h200"))
+_, heldout = split_by_role(load_measurements("datasets/measurements", "h200"))
 for width in (8, 12, 16, 24):
-    p = Predictor.load("h200", shortlist_width=width)
-    out = {}
-    for key, rows in h.groupby("problem_key"):
-        prob = Problem.from_key(str(key))
-        times = dict(zip(rows["config_id"].astype(str), rows["time_us"].astype(float), strict=True))
-        a = p.predict_best(prob, measured=False)
-        out.setdefault(prob.dtype.value, []).append(min(times.values()) / times.get(a.config.key, math.inf))
-    print(
-        width,
-        {
-            d: (round(float(np.exp(np.log(v).mean())), 4), int((np.array(v) < 0.9).sum()), len(v))
-            for d, v in sorted(out.items())
-        },
-    )
+    answers = artifact_answers(Predictor.load("h200", shortlist_width=width), heldout)
+    by_dtype: dict[str, list[str]] = {}
+    for key in answers.fractions:
+        by_dtype.setdefault(key.rsplit("-", 2)[1], []).append(key)
+    figures = {}
+    for dtype, keys in sorted(by_dtype.items()):
+        summary = answers.summary(keys, 0.90)
+        figures[dtype] = (summary["geomean"], summary["bad"], len(keys))
+    print(width, figures)
