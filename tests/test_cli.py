@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_train_fixtures import TRAIN_PROBLEMS, problem_rows, write_dataset
+from tests.test_train_fixtures import HELDOUT_PROBLEMS, TRAIN_PROBLEMS, problem_rows, write_dataset
 from tilecost.cli import main
 from tilecost.collect.protocol import MeasureProtocol
 from tilecost.collect.simulated import SIMULATED_GPU_NAME, SimulatedBackend
@@ -327,6 +327,42 @@ def test_train_writes_no_artifact_unless_given_an_export_dir(fake_shipped_model:
     artifact = tmp_path / "artifact"
     assert main(["train", "--dataset", str(dataset), "--export-dir", str(artifact), *TRAIN]) == 0
     assert (artifact / "metadata.json").is_file() and not fake_shipped_model.exists()
+
+
+def test_train_gate_swaps_in_only_an_artifact_that_answers_as_well(fake_shipped_model: Path, tmp_path: Path, capsys):
+    """``--gate``: the first export has nothing to be judged against; a second of the same model answers the same and
+    is swapped in; one of a model that barely learned answers worse and is withheld, the artifact in DIR untouched."""
+    dataset = write_dataset(tmp_path / "ds", heldout=())
+    store = DatasetStore(dataset)
+    for problem in HELDOUT_PROBLEMS:  # every candidate timed, so that every answer has a measured fraction
+        store.write_problem("h200", problem, "rtest", problem_rows(problem, "heldout", keep=1.0))
+    artifact = tmp_path / "artifact"
+    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate"]
+
+    assert main([*gated, *TRAIN]) == 0
+    assert "answer gate had no artifact in" in capsys.readouterr().out
+    first = (artifact / "metadata.json").read_bytes()
+
+    assert main([*gated, *TRAIN]) == 0
+    out = capsys.readouterr().out
+    assert f"artifact {artifact} (answer gate passed on 3 held-out problems" in out, out
+    assert "ratio x1.0000" in out
+    assert (artifact / "metadata.json").is_file() and not artifact.with_name(".artifact.new").exists()
+
+    weak = ["--no-mlflow", "--param", "n_estimators=1", "--param", "max_depth=1", "--param", "learning_rate=0.01"]
+    assert main([*gated, *weak, "--n-jobs", "1"]) == 3
+    out = capsys.readouterr().out
+    assert f"NOT swapped into {artifact}, which stays as it was: answer gate FAILED" in out, out
+    withheld = artifact.with_name(".artifact.withheld")
+    assert (withheld / "metadata.json").is_file()
+    assert (artifact / "metadata.json").read_bytes() != (withheld / "metadata.json").read_bytes()
+    assert not artifact.with_name(".artifact.new").exists()
+    assert first != (withheld / "metadata.json").read_bytes()
+
+
+def test_train_gate_needs_an_export_dir(capsys):
+    assert main(["train", "--gate", "--no-mlflow"]) == 2
+    assert "--gate needs --export-dir DIR" in capsys.readouterr().err
 
 
 def test_train_keeps_no_export_and_refuses_it_with_an_export_dir(capsys):

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from tilecost.predict import Predictor
 
-__all__ = ["AnswerGate", "Answers", "artifact_answers", "judge_answers"]
+__all__ = ["AnswerGate", "Answers", "artifact_answers", "gate_artifacts", "judge_answers"]
 
 
 @dataclass(frozen=True)
@@ -156,3 +156,21 @@ def artifact_answers(artifact: str | Path | Predictor, heldout: pd.DataFrame) ->
         fractions[str(key)] = float(min(times.values()) / times.get(answer.config.key, math.inf))
         flagged[str(key)] = bool(answer.ood)
     return Answers(fractions, flagged)
+
+
+def gate_artifacts(challenger: str | Path, champion: str | Path, heldout: pd.DataFrame) -> AnswerGate | None:
+    """The gate on the artifact in ``challenger`` against the one in ``champion`` (directories), over ``heldout``
+    (:func:`artifact_answers`); None when ``champion`` holds no artifact. A champion that no longer loads (another
+    device class or Triton version, a damaged file) is no reason to keep it: the gate passes and says why. A
+    challenger that does not load raises :class:`~tilecost.errors.TilecostError` (nothing to swap in)."""
+    from tilecost.errors import TilecostError
+    from tilecost.predict.artifact import METADATA_FILE
+
+    if not (Path(champion) / METADATA_FILE).is_file():
+        return None
+    ours = artifact_answers(challenger, heldout)
+    try:
+        theirs = artifact_answers(champion, heldout)
+    except TilecostError as exc:
+        return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
+    return judge_answers(ours, theirs)

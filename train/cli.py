@@ -1,6 +1,7 @@
 """Commands of tilecost.train for the ``tilecost`` CLI (registered by tilecost.cli).
 
-    tilecost train    --device-class h200 [--export-dir DIR]  fit, evaluate on held-out shapes, log to MLflow, export
+    tilecost train    --device-class h200 [--export-dir DIR [--gate]]  fit, evaluate on held-out shapes, log to MLflow,
+                      export (with --gate: swapped into DIR only when its answers pass the answer gate against DIR's)
     tilecost evaluate --device-class h200 [--artifact DIR | --model-uri models:/tilecost-h200@champion]
     tilecost refresh-measured --device-class h200 [--artifact DIR] [--out DIR]  the tuning database from --dataset
 
@@ -94,6 +95,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .tracking import describe, tracking_uri
 
     export_dir = Path(args.export_dir) if args.export_dir else None  # never the shipped model by default
+    from tilecost.predict.artifact import METADATA_FILE
+
+    if args.gate and export_dir is None:
+        raise ValueError("--gate needs --export-dir DIR: it judges the new artifact against the one in DIR")
+    target = export_dir
+    if args.gate and export_dir is not None and (export_dir / METADATA_FILE).is_file():
+        export_dir = _fresh(export_dir.with_name(f".{export_dir.name}.new"))  # staged beside DIR, judged, then swapped
     uri = None if args.no_mlflow else tracking_uri(args.tracking_uri)
     params = dict(args.param or [])
     params.setdefault("seed", args.seed)
@@ -116,10 +124,47 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(result.report())
     if result.run is not None:
         print(describe(result.run))
-    where = f"artifact {result.artifact_dir}" if result.artifact_dir else "no artifact exported"
     print(result.timing())
+    if target is not None and export_dir != target:
+        return _gate_and_swap(result, export_dir, target, args.device_class)
+    where = f"artifact {result.artifact_dir}" if result.artifact_dir else "no artifact exported"
+    if args.gate and target is not None:
+        where += f" (the answer gate had no artifact in {target} to judge it against)"
     print(f"trained {args.device_class}; {where}")
     return 0
+
+
+def _fresh(directory: Path) -> Path:
+    """``directory``, removed first if a previous run left it."""
+    import shutil
+
+    if directory.exists():
+        shutil.rmtree(directory)
+    return directory
+
+
+def _gate_and_swap(result: Any, staging: Path, target: Path, device_class: str) -> int:
+    """The answer gate (:mod:`.answer_gate`) on the artifact staged in ``staging`` against ``target``'s, over the
+    training run's held-out problems: swapped in on a pass (exit status 0); otherwise ``target`` stays as it was and
+    the new artifact is kept beside it as ``.<name>.withheld`` for a look (exit status 3)."""
+    from tilecost.predict.artifact import swap_in
+
+    from .answer_gate import gate_artifacts
+    from .pipeline import split_by_role
+
+    _, heldout = split_by_role(result.measurements)
+    gate = gate_artifacts(staging, target, heldout)
+    if gate is None or gate.passed:
+        swap_in(staging, target)
+        verdict = gate.describe() if gate is not None else "answer gate: no artifact to judge against"
+        print(f"trained {device_class}; artifact {target} ({verdict})")
+        return 0
+    kept = target.with_name(f".{target.name}.withheld")
+    _fresh(kept)
+    staging.rename(kept)
+    print(f"trained {device_class}; the new artifact is NOT swapped into {target}, which stays as it was: "
+          f"{gate.describe()}; the new one is kept in {kept}")  # fmt: skip
+    return 3
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -177,6 +222,11 @@ def register(sub: Any) -> None:
                         "tilecost/models/<device class>)")  # fmt: skip
     export.add_argument("--no-export", action="store_true",
                         help="write no predictor artifact (the default; kept for scripts)")  # fmt: skip
+    p.add_argument("--gate", action="store_true",
+                   help="with --export-dir DIR holding an artifact: export beside it and swap the new one in only "
+                   "when its answers on the held-out problems pass the answer gate against DIR's "
+                   "(docs/NIGHTLY.md); otherwise DIR stays, the new artifact is kept as .DIR.withheld, and the "
+                   "exit status is 3")  # fmt: skip
     p.add_argument(
         "--tracking-uri", default=None, help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
     )

@@ -273,10 +273,9 @@ def step_export(night: NightContext) -> StepOutcome:
 
 
 def _answer_gate(night: NightContext, staging: Path, target: Path) -> AnswerGate | None:
-    """The new artifact's answers against those of the artifact it would replace (:mod:`.answer_gate`); None when
-    ``target`` holds none. A previous artifact that no longer loads (another device class or Triton version, a
-    damaged file) is no reason to keep it: the gate passes and says why."""
-    from .answer_gate import artifact_answers, judge_answers
+    """:func:`.answer_gate.gate_artifacts` on the staged artifact against the one in ``target``, over the night's
+    dataset's held-out problems (read only when ``target`` holds an artifact)."""
+    from .answer_gate import gate_artifacts
     from .dataset import load_measurements
     from .pipeline import split_by_role
 
@@ -285,12 +284,7 @@ def _answer_gate(night: NightContext, staging: Path, target: Path) -> AnswerGate
     s = night.s
     with Heartbeat(f"[nightly {s.night}{' SIMULATED' if s.simulated else ''}] answer gate", night.stream):
         _, heldout = split_by_role(load_measurements(s.dataset, s.device_class))
-        ours = artifact_answers(staging, heldout)
-        try:
-            theirs = artifact_answers(target, heldout)
-        except TilecostError as exc:
-            return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
-        return judge_answers(ours, theirs)
+        return gate_artifacts(staging, target, heldout)
 
 
 def _withhold(
