@@ -11,7 +11,8 @@ very wide layers (LM heads of small models, MLA up-projections) of models no ear
 thirty-fifth session's eighth, bf16 nt shapes with N and K off multiples of 16, the fourth set's kind
 (``datasets/plans/2026-12-04-s35-heldout-h.json``, ``scripts/heldout_plan.py`` with seeds 35-37), and the thirty-sixth
 session's ninth, bf16 and fp32 nn shapes with N and K off multiples of 16
-(``datasets/plans/2026-12-04-s36-heldout-i.json``, seeds 36-38).
+(``datasets/plans/2026-12-04-s36-heldout-i.json``, seeds 36-38), and the thirty-eighth session's tenth, fp32 and fp16 nt
+shapes with N and K off multiples of 16 (``datasets/plans/2026-12-04-s38-heldout-j.json``, seeds 42-44).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -19,7 +20,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to ninth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to tenth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def main() -> int:
         "seventh (s34)": plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json"),
         "eighth (s35)": plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json"),
         "ninth (s36)": plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json"),
+        "tenth (s38)": plan_keys("datasets/plans/2026-12-04-s38-heldout-j.json"),
     }
     names = list(later_sets)
 
@@ -88,6 +90,7 @@ def main() -> int:
         "first six sets": heldout[~heldout.problem_key.isin(since("seventh (s34)"))],
         "first seven sets": heldout[~heldout.problem_key.isin(since("eighth (s35)"))],
         "first eight sets": heldout[~heldout.problem_key.isin(since("ninth (s36)"))],
+        "first nine sets": heldout[~heldout.problem_key.isin(since("tenth (s38)"))],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
