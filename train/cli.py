@@ -90,13 +90,13 @@ def _registered(store: str) -> str:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from tilecost.predict.artifact import METADATA_FILE
+
     from .pipeline import train_device_class
     from .progress import Heartbeat
     from .tracking import describe, tracking_uri
 
     export_dir = Path(args.export_dir) if args.export_dir else None  # never the shipped model by default
-    from tilecost.predict.artifact import METADATA_FILE
-
     if args.gate and export_dir is None:
         raise ValueError("--gate needs --export-dir DIR: it judges the new artifact against the one in DIR")
     target = export_dir
