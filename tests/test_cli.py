@@ -19,7 +19,7 @@ from tilecost.collect.protocol import MeasureProtocol
 from tilecost.collect.simulated import SIMULATED_GPU_NAME, SimulatedBackend
 from tilecost.collect.store import DatasetStore
 from tilecost.errors import DatasetError
-from tilecost.problem import DType
+from tilecost.problem import DType, Problem
 
 REPO = Path(__file__).resolve().parent.parent
 SIM = "tilecost.collect.simulated:simulated_backend"
@@ -358,6 +358,49 @@ def test_train_gate_swaps_in_only_an_artifact_that_answers_as_well(fake_shipped_
     assert (artifact / "metadata.json").read_bytes() != (withheld / "metadata.json").read_bytes()
     assert not artifact.with_name(".artifact.new").exists()
     assert first != (withheld / "metadata.json").read_bytes()
+
+
+def test_train_gate_puts_the_champion_alias_back_when_it_withholds(
+    fake_shipped_model: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+):
+    """A gated export the registry promoted but the gate refuses: the new version is tagged ``answer_gate`` and the
+    champion alias goes back to the version before it, in a real MLflow sqlite store. The gate's verdict is the
+    only injected part: a pass turned into a failure (the gate itself is tested above)."""
+    import mlflow
+
+    from tilecost.train import answer_gate
+    from tilecost.train.answer_gate import AnswerGate
+
+    dataset = write_dataset(tmp_path / "ds", heldout=())
+    store = DatasetStore(dataset)
+    more = [Problem(m, n, k) for m, n, k in ((700, 1500, 900), (48, 4096, 2048), (2000, 512, 1536), (1024, 2048, 640),
+             (96, 3072, 1024), (1500, 1500, 1500), (256, 8192, 512), (4096, 256, 1024), (24, 1024, 1024),
+             (600, 600, 2400), (3000, 1000, 300), (160, 2560, 2560))]  # fmt: skip
+    for problem in [*HELDOUT_PROBLEMS, *more]:  # enough held-out problems for the registry to tell v2 from v1
+        store.write_problem("h200", problem, "rtest", problem_rows(problem, "heldout", keep=1.0))
+    artifact, uri = tmp_path / "artifact", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    common = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", "--tracking-uri", uri]
+    weak = ["--param", "n_estimators=1", "--param", "max_depth=1", "--param", "learning_rate=0.01", "--n-jobs", "1"]
+    assert main([*common, *weak]) == 0  # v1, the first champion, exported: nothing to judge against
+    before = (artifact / "metadata.json").read_bytes()
+    real = answer_gate.gate_artifacts
+
+    def refused(*args: object) -> AnswerGate:
+        verdict = real(*args)
+        return AnswerGate(False, verdict.problems, verdict.challenger, verdict.champion, verdict.ratio,
+                          verdict.interval, "refused for the test")  # fmt: skip
+
+    monkeypatch.setattr(answer_gate, "gate_artifacts", refused)
+    capsys.readouterr()
+
+    assert main([*common, "--param", "n_estimators=80", "--param", "max_depth=6", "--n-jobs", "1"]) == 3
+    out = capsys.readouterr().out
+    assert "v2 (now champion" in out, out  # the registry promoted it
+    assert "registry: v2 tagged answer_gate, the champion alias back on v1" in out, out
+    client = mlflow.MlflowClient(uri)
+    assert str(client.get_model_version_by_alias("tilecost-h200", "champion").version) == "1"
+    assert client.get_model_version("tilecost-h200", "2").tags["answer_gate"].startswith("answer gate FAILED")
+    assert (artifact / "metadata.json").read_bytes() == before
 
 
 def test_train_gate_needs_an_export_dir(capsys):

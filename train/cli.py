@@ -94,7 +94,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from .pipeline import train_device_class
     from .progress import Heartbeat
-    from .tracking import describe, tracking_uri
+    from .tracking import champion_version, describe, experiment_name, tracking_uri
 
     export_dir = Path(args.export_dir) if args.export_dir else None  # never the shipped model by default
     if args.gate and export_dir is None:
@@ -103,6 +103,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.gate and export_dir is not None and (export_dir / METADATA_FILE).is_file():
         export_dir = _fresh(export_dir.with_name(f".{export_dir.name}.new"))  # staged beside DIR, judged, then swapped
     uri = None if args.no_mlflow else tracking_uri(args.tracking_uri)
+    # The registry's champion before this run: a gated export that is withheld puts the alias back on it.
+    previous = champion_version(uri, experiment_name(args.device_class)) if uri and export_dir != target else None
     params = dict(args.param or [])
     params.setdefault("seed", args.seed)
     if args.n_jobs is not None:
@@ -126,7 +128,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(describe(result.run))
     print(result.timing())
     if target is not None and export_dir != target:
-        return _gate_and_swap(result, export_dir, target, args.device_class)
+        return _gate_and_swap(result, export_dir, target, args.device_class, previous)
     where = f"artifact {result.artifact_dir}" if result.artifact_dir else "no artifact exported"
     if args.gate and target is not None:
         where += f" (the answer gate had no artifact in {target} to judge it against)"
@@ -143,14 +145,16 @@ def _fresh(directory: Path) -> Path:
     return directory
 
 
-def _gate_and_swap(result: Any, staging: Path, target: Path, device_class: str) -> int:
+def _gate_and_swap(result: Any, staging: Path, target: Path, device_class: str, previous: str | None) -> int:
     """The answer gate (:mod:`.answer_gate`) on the artifact staged in ``staging`` against ``target``'s, over the
     training run's held-out problems: swapped in on a pass (exit status 0); otherwise ``target`` stays as it was and
-    the new artifact is kept beside it as ``.<name>.withheld`` for a look (exit status 3)."""
+    the new artifact is kept beside it as ``.<name>.withheld`` for a look (exit status 3), and where the run's model
+    was promoted in the MLflow registry the champion alias goes back to ``previous`` (the nightly loop's rule)."""
     from tilecost.predict.artifact import swap_in
 
     from .answer_gate import gate_artifacts
     from .pipeline import split_by_role
+    from .tracking import withhold_champion
 
     _, heldout = split_by_role(result.measurements)
     gate = gate_artifacts(staging, target, heldout)
@@ -162,8 +166,15 @@ def _gate_and_swap(result: Any, staging: Path, target: Path, device_class: str) 
     kept = target.with_name(f".{target.name}.withheld")
     _fresh(kept)
     staging.rename(kept)
+    registry = ""
+    if result.run is not None and result.run.promoted:
+        run = result.run
+        withhold_champion(run.tracking_uri, run.model_name, run.model_version, previous, gate.describe())
+        registry = f"; registry: v{run.model_version} tagged answer_gate, the champion alias " + (
+            f"back on v{previous}" if previous is not None else "left on it (no earlier champion)"
+        )
     print(f"trained {device_class}; the new artifact is NOT swapped into {target}, which stays as it was: "
-          f"{gate.describe()}; the new one is kept in {kept}")  # fmt: skip
+          f"{gate.describe()}; the new one is kept in {kept}{registry}")  # fmt: skip
     return 3
 
 

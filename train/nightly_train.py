@@ -296,16 +296,11 @@ def _withhold(
     a champion whose artifact was refused."""
     import shutil
 
-    import mlflow
-
-    from .tracking import CHAMPION_ALIAS
+    from .tracking import withhold_champion
 
     shutil.rmtree(staging, ignore_errors=True)
-    client = mlflow.MlflowClient(train["tracking_uri"])
     name, version, previous = train["model_name"], train["model_version"], train.get("previous_champion")
-    client.set_model_version_tag(name, version, "answer_gate", why[:4000])
-    if previous is not None:
-        client.set_registered_model_alias(name, CHAMPION_ALIAS, previous)
+    withhold_champion(train["tracking_uri"], name, version, previous, why)
     record.update(withheld=True, error=f"withheld: {why}", champion=previous)
     night.dir.write_record("export", record)
     kept = _refresh_measured(night, {"decision": f"v{version} withheld by the answer gate"})

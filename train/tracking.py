@@ -40,10 +40,12 @@ __all__ = [
     "DEFAULT_TRACKING_URI",
     "RunRecord",
     "beats",
+    "champion_version",
     "describe",
     "experiment_name",
     "log_training_run",
     "tracking_uri",
+    "withhold_champion",
 ]
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -247,3 +249,23 @@ def describe(record: RunRecord) -> str:
         f"MLflow {record.tracking_uri}: experiment {record.experiment}, run {record.run_id}, "
         f"model {record.model_name} v{record.model_version} ({verdict}: {record.reason})"
     )
+
+
+def champion_version(uri: str, name: str) -> str | None:
+    """The version the registered model ``name``'s champion alias names in the store at ``uri`` (None: no
+    such model or alias)."""
+    import mlflow
+
+    return None if (found := _champion(mlflow.MlflowClient(uri), name)) is None else str(found.version)
+
+
+def withhold_champion(uri: str, name: str, version: str, previous: str | None, why: str) -> None:
+    """A version promoted by the registry whose predictor artifact the answer gate refused: tag it ``answer_gate``
+    with ``why``, and move the champion alias back to ``previous`` (when there was one), so that the registry does
+    not name a champion whose artifact was withheld."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    client.set_model_version_tag(name, version, "answer_gate", why[:4000])
+    if previous is not None:
+        client.set_registered_model_alias(name, CHAMPION_ALIAS, previous)
