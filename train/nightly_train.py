@@ -32,18 +32,17 @@ def _previous_champion(uri: str, name: str) -> tuple[str | None, Any]:
     from mlflow.exceptions import MlflowException
 
     from .loading import load_registered_model
-    from .tracking import CHAMPION_ALIAS
+    from .tracking import champion_version
 
     mlflow.set_tracking_uri(uri)
-    try:
-        version = mlflow.MlflowClient().get_model_version_by_alias(name, CHAMPION_ALIAS)
-    except MlflowException:
+    version = champion_version(uri, name)
+    if version is None:
         return None, None
     try:
-        model, _ = load_registered_model(f"models:/{name}/{version.version}", uri)
+        model, _ = load_registered_model(f"models:/{name}/{version}", uri)
     except (MlflowException, TilecostError, ValueError):
-        return str(version.version), None
-    return str(version.version), model
+        return version, None
+    return version, model
 
 
 SIMULATED_TAG = "tilecost.simulated"
