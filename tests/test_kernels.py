@@ -7,7 +7,9 @@ which hide unwritten outputs) and the output is poisoned with NaN before each ru
 kernel fails to write fails the check.
 
 Tolerances are on the relative Frobenius error ‖C − C64‖ / ‖C64‖ against a float64 product of the
-same (already rounded) inputs, so they measure the kernel's arithmetic and output rounding only:
+same (already rounded) inputs (the collector's ``runner.relative_error``: the denominator is floored
+at the product's expected norm, ‖A‖·‖B‖/√K, for tiny outputs whose products cancel), so they measure
+the kernel's arithmetic and output rounding only:
 fp32 2e-3 on GPU (tf32 operands, 10-bit mantissa: ~3e-4 expected), 1e-5 under the interpreter (exact
 fp32); fp16 2e-3 (output rounding 2^-11: ~3e-4 expected); bf16 1e-2 (2^-8: ~2.3e-3 expected); fp8
 e4m3 2e-2 (bf16 output, fp32 accumulation).
@@ -25,7 +27,7 @@ pytest.importorskip("triton")
 
 from tilecost.collect import bind, matmul, problem_of  # noqa: E402
 from tilecost.collect.launch import torch_dtype, torch_out_dtype  # noqa: E402
-from tilecost.collect.runner import TOLERANCE  # noqa: E402
+from tilecost.collect.runner import TOLERANCE, expected_norm, relative_error  # noqa: E402
 from tilecost.errors import UnsupportedError  # noqa: E402
 
 GPU_TOLERANCE = TOLERANCE  # the collector's per-dtype check, derived in this module's docstring
@@ -64,8 +66,7 @@ def _poisoned_out(m: int, n: int, dtype: DType, device: str):
 
 
 def _relative_error(c, a, b) -> float:
-    ref = a.double() @ b.double()
-    return ((c.double() - ref).norm() / ref.norm()).item()
+    return relative_error(c, a.double() @ b.double(), expected_norm(a, b))
 
 
 def _check(m, n, k, dtype, layout, config, device, tolerance, seed=0):

@@ -71,3 +71,73 @@ def test_compiler_failures_and_timeouts_become_statuses(monkeypatch):
     # A first launch slower than the limit is a timeout, not timed further.
     slow = run_problem(problem, [fine], FakeTimer(times), device="cpu", timeout_s=0.0)
     assert slow.outcomes[0].status is Status.TIMEOUT and slow.outcomes[0].timing is None
+
+
+def _cancelling_operands(m: int, n: int, k: int, seed: int = 0):
+    """N(0, 1) operands, then B's columns made orthogonal to A's single row: A·B cancels to ~0."""
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=gen, dtype=torch.float64)
+    b = torch.randn(k, n, generator=gen, dtype=torch.float64)
+    b -= a[0][:, None] * (a[0] @ b) / (a[0] @ a[0])
+    return a, b
+
+
+def test_relative_error_is_floored_at_the_expected_norm_where_the_product_cancels():
+    from tilecost.collect.runner import TOLERANCE, expected_norm, relative_error
+
+    a, b = _cancelling_operands(1, 2, 257)
+    ref = a @ b
+    floor = expected_norm(a, b)
+    assert float(ref.norm()) < 1e-9 * floor  # the two outputs cancel
+    # A TF32-sized rounding error (~3e-4 of the expected norm): plainly relative it is enormous,
+    # against the floor it is what the rounding is.
+    noise = torch.tensor([[1.0, -1.0]], dtype=torch.float64) * 3e-4 * floor / 2**0.5
+    c = (ref + noise).float()
+    assert relative_error(c, ref) > 1.0
+    assert 2.5e-4 < relative_error(c, ref, floor) < TOLERANCE[DType.FP32]
+
+
+def test_relative_error_still_fails_wrong_products():
+    from tilecost.collect.runner import TOLERANCE, expected_norm, relative_error
+
+    gen = torch.Generator().manual_seed(1)
+    for m, n, k in [(1, 2, 257), (37, 41, 69), (128, 96, 300)]:
+        a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+        ref = a.double() @ b.double()
+        floor = expected_norm(a, b)
+        assert relative_error(ref.float(), ref, floor) < 1e-6
+        assert relative_error(ref.float(), ref, floor) <= relative_error(ref.float(), ref)  # never larger
+        zeros, doubled = torch.zeros_like(ref).float(), (2 * ref).float()
+        unwritten = ref.float().clone()
+        unwritten[-1, -1] = float("nan")
+        for wrong in (zeros, doubled):
+            assert relative_error(wrong, ref, floor) > min(TOLERANCE.values()) * 10
+        assert relative_error(unwritten, ref, floor) == float("inf")
+    # A zero product computed exactly is no error; anything else against a zero scale is.
+    zero = torch.zeros(2, 2, dtype=torch.float64)
+    assert relative_error(zero.float(), zero) == 0.0
+    assert relative_error(torch.ones(2, 2), zero) == float("inf")
+
+
+@pytest.mark.gpu
+def test_gpu_tiny_cancelling_output_is_not_a_wrong_result():
+    """1×2×257 fp32 nt on the H200: every tiling came back wrong_result under ‖C − C64‖/‖C64‖ (its
+    two outputs cancel; thirty-eighth session, r38sc). With the expected-norm floor they pass, and the
+    plain relative error of the same launch is recorded here to show what the floor changed."""
+    from tilecost.collect.launch import bind
+    from tilecost.collect.runner import TOLERANCE, expected_norm, make_operands, relative_error
+    from tilecost.space import problem_candidates
+
+    problem = Problem(1, 2, 257, DType.FP32, Layout.NT)
+    configs = list(problem_candidates(problem, "h200"))[::6]
+    a, b = make_operands(problem, seed=0, device="cuda")
+    ref = a.double() @ b.double()
+    floor = expected_norm(a, b)
+    for config in configs:
+        c = bind(a, b, config)()
+        torch.cuda.synchronize()
+        err, plain = relative_error(c, ref, floor), relative_error(c, ref)
+        print(f"{config.key}: floored {err:.2e}, plain {plain:.2e}, |C64| / floor {float(ref.norm()) / floor:.3f}")
+        assert err < TOLERANCE[problem.dtype]
+    out = run_problem(problem, configs, FakeTimer({c.key: 1.0 for c in configs}), MeasureProtocol(rounds=2))
+    assert all(o.status is Status.OK for o in out.outcomes)
