@@ -403,6 +403,39 @@ def test_train_gate_puts_the_champion_alias_back_when_it_withholds(
     assert (artifact / "metadata.json").read_bytes() == before
 
 
+def test_train_gate_leaves_nothing_staged_when_the_new_artifact_does_not_load(
+    fake_shipped_model: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+):
+    """A staged artifact that fails to load (its booster damaged after export, the only injected part; the load
+    and its checksum refusal are real): one ``error:`` line, status 2, DIR byte for byte as it was, and no
+    ``.DIR.new`` left behind."""
+    from tilecost.train import answer_gate
+
+    dataset = write_dataset(tmp_path / "ds", heldout=())
+    store = DatasetStore(dataset)
+    for problem in HELDOUT_PROBLEMS:
+        store.write_problem("h200", problem, "rtest", problem_rows(problem, "heldout", keep=1.0))
+    artifact = tmp_path / "artifact"
+    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", *TRAIN]
+    assert main(gated) == 0
+    before = {f.name: f.read_bytes() for f in artifact.iterdir()}
+    real = answer_gate.gate_artifacts
+
+    def damaged(challenger: Path, *args: object):
+        model = Path(challenger) / "model.ubj"
+        model.write_bytes(model.read_bytes()[: len(model.read_bytes()) // 2])
+        return real(challenger, *args)
+
+    monkeypatch.setattr(answer_gate, "gate_artifacts", damaged)
+    capsys.readouterr()
+
+    assert main(gated) == 2
+    assert "model.ubj" in _one_error(capsys)
+    assert {f.name: f.read_bytes() for f in artifact.iterdir()} == before
+    assert not artifact.with_name(".artifact.new").exists()
+    assert not artifact.with_name(".artifact.withheld").exists()
+
+
 def test_train_gate_needs_an_export_dir(capsys):
     assert main(["train", "--gate", "--no-mlflow"]) == 2
     assert "--gate needs --export-dir DIR" in capsys.readouterr().err

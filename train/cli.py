@@ -110,25 +110,33 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.n_jobs is not None:
         params["n_jobs"] = args.n_jobs
     label = "training and export" if export_dir is not None else "training"
-    with Heartbeat(label, sys.stderr):  # a line every 15 s while the fit (and export) runs
-        result = train_device_class(
-            args.dataset,
-            args.device_class,
-            dtypes=args.dtypes,
-            layouts=args.layouts,
-            triton_version=args.triton_version,
-            model_params=params,
-            cv_folds=args.cv_folds,
-            export_dir=export_dir,
-            tracking_uri=uri,
-            log=lambda line: print(line, file=sys.stderr),
-        )
-    print(result.report())
-    if result.run is not None:
-        print(describe(result.run))
-    print(result.timing())
-    if target is not None and export_dir != target:
-        return _gate_and_swap(result, export_dir, target, args.device_class, previous)
+    staged = export_dir if export_dir != target else None
+    try:
+        with Heartbeat(label, sys.stderr):  # a line every 15 s while the fit (and export) runs
+            result = train_device_class(
+                args.dataset,
+                args.device_class,
+                dtypes=args.dtypes,
+                layouts=args.layouts,
+                triton_version=args.triton_version,
+                model_params=params,
+                cv_folds=args.cv_folds,
+                export_dir=export_dir,
+                tracking_uri=uri,
+                log=lambda line: print(line, file=sys.stderr),
+            )
+        print(result.report())
+        if result.run is not None:
+            print(describe(result.run))
+        print(result.timing())
+        if staged is not None and target is not None:
+            return _gate_and_swap(result, staged, target, args.device_class, previous)
+    finally:
+        # Swapped in or kept as .DIR.withheld, the staging is gone; what is left is a failed export or a
+        # challenger that did not load, with DIR untouched: nothing to keep. (Where DIR itself is missing, a swap
+        # failed half way, so the staged artifact is the one left and stays.)
+        if staged is not None and staged.exists() and target is not None and (target / METADATA_FILE).is_file():
+            _fresh(staged)
     where = f"artifact {result.artifact_dir}" if result.artifact_dir else "no artifact exported"
     if args.gate and target is not None:
         where += f" (the answer gate had no artifact in {target} to judge it against)"
