@@ -4,9 +4,10 @@ The seed names three things a measurement must control; this is how each is hand
 
 * **Clock.** Candidates of a problem are interleaved: every round times every surviving candidate
   once, in a fresh seeded order, so heat, power capping and clock drift spread evenly over them
-  instead of landing on whichever ran last (FACTS.md: one 8192³ config drifted from 1574 to 2137 µs
-  over five rounds). A short idle pause before a round lets the board leave its power cap
-  (FACTS.md: a 150 ms pause brought 4096³ spreads from 1-5% to 0.1-0.7%); it is taken only when
+  instead of landing on whichever ran last (the team's facts file, measured before the first
+  session: one 8192³ config drifted from 1574 to 2137 µs over five rounds). A short idle pause
+  before a round lets the board leave its power cap (the same file: a 150 ms pause brought 4096³
+  spreads from 1-5% to 0.1-0.7%); it is taken only when
   the last reading drew ``pause_above_w`` or more, was throttled, or is missing: rounds of small
   kernels (170-300 W on the H200) never near the cap, and pausing them was most of the sweep's
   measuring time on small problems. Telemetry (SM clock,
