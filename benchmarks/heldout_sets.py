@@ -12,7 +12,9 @@ thirty-fifth session's eighth, bf16 nt shapes with N and K off multiples of 16, 
 (``datasets/plans/2026-12-04-s35-heldout-h.json``, ``scripts/heldout_plan.py`` with seeds 35-37), and the thirty-sixth
 session's ninth, bf16 and fp32 nn shapes with N and K off multiples of 16
 (``datasets/plans/2026-12-04-s36-heldout-i.json``, seeds 36-38), and the thirty-eighth session's tenth, fp32 and fp16 nt
-shapes with N and K off multiples of 16 (``datasets/plans/2026-12-04-s38-heldout-j.json``, seeds 42-44).
+shapes with N and K off multiples of 16 (``datasets/plans/2026-12-04-s38-heldout-j.json``, seeds 42-44), and the
+thirty-ninth session's eleventh, fp16 and fp8e4m3 nn shapes with N and K off multiples of 16
+(``datasets/plans/2026-12-04-s39-heldout-k.json``, seeds 45-47).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -20,7 +22,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to tenth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to eleventh sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def main() -> int:
         "eighth (s35)": plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json"),
         "ninth (s36)": plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json"),
         "tenth (s38)": plan_keys("datasets/plans/2026-12-04-s38-heldout-j.json"),
+        "eleventh (s39)": plan_keys("datasets/plans/2026-12-04-s39-heldout-k.json"),
     }
     names = list(later_sets)
 
@@ -91,6 +94,7 @@ def main() -> int:
         "first seven sets": heldout[~heldout.problem_key.isin(since("eighth (s35)"))],
         "first eight sets": heldout[~heldout.problem_key.isin(since("ninth (s36)"))],
         "first nine sets": heldout[~heldout.problem_key.isin(since("tenth (s38)"))],
+        "first ten sets": heldout[~heldout.problem_key.isin(since("eleventh (s39)"))],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
