@@ -8,7 +8,7 @@ ln(pred_j[A's choice] / min pred_j)), and how many members choose otherwise. The
 held-out problems (the threshold is chosen on them): an upper bound of what such a flag could do, not a calibration.
 The bar (issue 5, item 4) is catching >= 80% of the bad answers while flagging <= 10% of the good ones.
 
-    .venv/bin/python benchmarks/experiments/bag_disagreement_ood.py [B]      (~10 min for B = 3, 2 cores)
+    .venv/bin/python benchmarks/experiments/bag_disagreement_ood.py [B]      (~8 min for B = 3, 2 cores)
 """
 
 import sys
