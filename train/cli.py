@@ -99,18 +99,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
     export_dir = Path(args.export_dir) if args.export_dir else None  # never the shipped model by default
     if args.gate and export_dir is None:
         raise ValueError("--gate needs --export-dir DIR: it judges the new artifact against the one in DIR")
-    target = export_dir
+    target, staged = export_dir, None
     if args.gate and export_dir is not None and (export_dir / METADATA_FILE).is_file():
-        export_dir = _fresh(export_dir.with_name(f".{export_dir.name}.new"))  # staged beside DIR, judged, then swapped
+        staged = export_dir = _fresh(export_dir.with_name(f".{export_dir.name}.new"))  # beside DIR, judged, swapped
     uri = None if args.no_mlflow else tracking_uri(args.tracking_uri)
     # The registry's champion before this run: a gated export that is withheld puts the alias back on it.
-    previous = champion_version(uri, experiment_name(args.device_class)) if uri and export_dir != target else None
+    previous = champion_version(uri, experiment_name(args.device_class)) if uri and staged is not None else None
     params = dict(args.param or [])
     params.setdefault("seed", args.seed)
     if args.n_jobs is not None:
         params["n_jobs"] = args.n_jobs
     label = "training and export" if export_dir is not None else "training"
-    staged = export_dir if export_dir != target else None
     try:
         with Heartbeat(label, sys.stderr):  # a line every 15 s while the fit (and export) runs
             result = train_device_class(

@@ -28,13 +28,11 @@ __all__ = ["SIMULATED_TAG", "flagged_gain", "prepare_store", "step_export", "ste
 
 
 def _previous_champion(uri: str, name: str) -> tuple[str | None, Any]:
-    import mlflow
     from mlflow.exceptions import MlflowException
 
     from .loading import load_registered_model
     from .tracking import champion_version
 
-    mlflow.set_tracking_uri(uri)
     version = champion_version(uri, name)
     if version is None:
         return None, None
