@@ -329,15 +329,24 @@ def test_train_writes_no_artifact_unless_given_an_export_dir(fake_shipped_model:
     assert (artifact / "metadata.json").is_file() and not fake_shipped_model.exists()
 
 
-def test_train_gate_swaps_in_only_an_artifact_that_answers_as_well(fake_shipped_model: Path, tmp_path: Path, capsys):
-    """``--gate``: the first export has nothing to be judged against; a second of the same model answers the same and
-    is swapped in; one of a model that barely learned answers worse and is withheld, the artifact in DIR untouched."""
+def _gated_dataset(tmp_path: Path) -> Path:
+    """The tiny training dataset with its held-out problems fully timed, so that every answer has a measured
+    fraction."""
     dataset = write_dataset(tmp_path / "ds", heldout=())
     store = DatasetStore(dataset)
-    for problem in HELDOUT_PROBLEMS:  # every candidate timed, so that every answer has a measured fraction
+    for problem in HELDOUT_PROBLEMS:
         store.write_problem("h200", problem, "rtest", problem_rows(problem, "heldout", keep=1.0))
+    return dataset
+
+
+def test_train_gate_swaps_in_only_an_artifact_that_answers_as_well(fake_shipped_model: Path, tmp_path: Path, capsys):
+    """``--gate`` with the answer gate alone (``--no-promotion-rule``: a refit of the same model is level with it, so
+    the promotion rule would refuse it first): the first export has nothing to be judged against; a second of the
+    same model answers the same and is swapped in; one of a model that barely learned answers worse and is withheld,
+    the artifact in DIR untouched."""
+    dataset = _gated_dataset(tmp_path)
     artifact = tmp_path / "artifact"
-    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate"]
+    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", "--no-promotion-rule"]
 
     assert main([*gated, *TRAIN]) == 0
     assert "answer gate had no artifact in" in capsys.readouterr().out
@@ -345,7 +354,7 @@ def test_train_gate_swaps_in_only_an_artifact_that_answers_as_well(fake_shipped_
 
     assert main([*gated, *TRAIN]) == 0
     out = capsys.readouterr().out
-    assert f"artifact {artifact} (answer gate passed on 3 held-out problems" in out, out
+    assert f"artifact {artifact} (promotion rule skipped: --no-promotion-rule; answer gate passed on 3 held-out" in out
     assert "ratio x1.0000" in out
     assert (artifact / "metadata.json").is_file() and not artifact.with_name(".artifact.new").exists()
 
@@ -396,6 +405,7 @@ def test_train_gate_puts_the_champion_alias_back_when_it_withholds(
     assert main([*common, "--param", "n_estimators=80", "--param", "max_depth=6", "--n-jobs", "1"]) == 3
     out = capsys.readouterr().out
     assert "v2 (now champion" in out, out  # the registry promoted it
+    assert f"promotion rule passed: beats the artifact in {artifact} (" in out, out  # and so does --gate's rule
     assert "registry: v2 tagged answer_gate, the champion alias back on v1" in out, out
     client = mlflow.MlflowClient(uri)
     assert str(client.get_model_version_by_alias("tilecost-h200", "champion").version) == "1"
@@ -408,15 +418,13 @@ def test_train_gate_leaves_nothing_staged_when_the_new_artifact_does_not_load(
 ):
     """A staged artifact that fails to load (its booster damaged after export, the only injected part; the load
     and its checksum refusal are real): one ``error:`` line, status 2, DIR byte for byte as it was, and no
-    ``.DIR.new`` left behind."""
+    ``.DIR.new`` left behind. (``--no-promotion-rule``: the refit is level with DIR's model, so the promotion rule
+    would withhold it before the answer gate loads it.)"""
     from tilecost.train import answer_gate
 
-    dataset = write_dataset(tmp_path / "ds", heldout=())
-    store = DatasetStore(dataset)
-    for problem in HELDOUT_PROBLEMS:
-        store.write_problem("h200", problem, "rtest", problem_rows(problem, "heldout", keep=1.0))
+    dataset = _gated_dataset(tmp_path)
     artifact = tmp_path / "artifact"
-    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", *TRAIN]
+    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", "--no-promotion-rule", *TRAIN]
     assert main(gated) == 0
     before = {f.name: f.read_bytes() for f in artifact.iterdir()}
     real = answer_gate.gate_artifacts
@@ -436,9 +444,86 @@ def test_train_gate_leaves_nothing_staged_when_the_new_artifact_does_not_load(
     assert not artifact.with_name(".artifact.withheld").exists()
 
 
+def test_train_gate_withholds_a_refit_that_does_not_beat_dirs_model_by_the_promotion_rule(
+    fake_shipped_model: Path, tmp_path: Path, capsys
+):
+    """A refit of the same data with the same seed is level with the model in DIR (paired top-1 gain x1.0000, its
+    interval holding 1): ``--gate`` refuses it by the promotion rule, as the nightly loop would, before the answer
+    gate (which it would pass): status 3, DIR byte for byte as it was, the new artifact kept as ``.DIR.withheld``.
+    With ``--no-promotion-rule`` the answer gate alone judges the same refit, and it is swapped in."""
+    dataset = _gated_dataset(tmp_path)
+    artifact = tmp_path / "artifact"
+    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", *TRAIN]
+    assert main(gated) == 0
+    before = {f.name: f.read_bytes() for f in artifact.iterdir()}
+    capsys.readouterr()
+
+    assert main(gated) == 3
+    out = capsys.readouterr().out
+    assert (f"NOT swapped into {artifact}, which stays as it was: promotion rule FAILED: does not beat the artifact "
+            f"in {artifact} (") in out, out  # fmt: skip
+    assert "<=" in out and "top-1 x1.0000, 90% paired x1.0000-x1.0000); the answer gate was not run" in out, out
+    assert "answer gate FAILED" not in out and "answer gate passed" not in out
+    assert {f.name: f.read_bytes() for f in artifact.iterdir()} == before
+    withheld = artifact.with_name(".artifact.withheld")
+    assert (withheld / "metadata.json").is_file() and (withheld / "model.ubj").read_bytes() == before["model.ubj"]
+    assert not artifact.with_name(".artifact.new").exists()
+
+    assert main([*gated, "--no-promotion-rule"]) == 0
+    out = capsys.readouterr().out
+    assert f"artifact {artifact} (promotion rule skipped: --no-promotion-rule; answer gate passed on 3" in out, out
+    assert not artifact.with_name(".artifact.new").exists()
+
+
+def test_train_gate_skips_the_promotion_rule_for_a_model_of_another_feature_schema(
+    fake_shipped_model: Path, tmp_path: Path, capsys
+):
+    """A model in DIR trained on another feature schema cannot be scored on this one's features: the promotion rule
+    is skipped, saying why, and the answer gate alone decides (it passes an artifact that no longer loads). The
+    other schema is the only injected part: DIR's sidecar rewritten to name the next schema version."""
+    import json
+
+    from tilecost.features import FEATURE_SCHEMA_VERSION
+
+    dataset = _gated_dataset(tmp_path)
+    artifact = tmp_path / "artifact"
+    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", *TRAIN]
+    assert main(gated) == 0
+    sidecar = artifact / "metadata.json"
+    metadata = json.loads(sidecar.read_text())
+    metadata["feature_schema_version"] = FEATURE_SCHEMA_VERSION + 1
+    sidecar.write_text(json.dumps(metadata))
+    capsys.readouterr()
+
+    assert main(gated) == 0
+    out = capsys.readouterr().out
+    assert f"artifact {artifact} (promotion rule skipped: the artifact in {artifact} cannot be scored (" in out, out
+    assert f"trained on feature schema {FEATURE_SCHEMA_VERSION + 1}" in out, out
+    assert json.loads(sidecar.read_text())["feature_schema_version"] == FEATURE_SCHEMA_VERSION  # swapped in
+
+
+def test_train_gate_without_held_out_problems_leaves_the_answer_gate_to_decide(
+    fake_shipped_model: Path, tmp_path: Path, capsys
+):
+    """No held-out problems, so no evaluation to apply the promotion rule to: ``--gate`` says so and the answer gate
+    decides, as before the rule (it passes, having no problem to judge by)."""
+    dataset = write_dataset(tmp_path / "ds", heldout=())
+    artifact = tmp_path / "artifact"
+    gated = ["train", "--dataset", str(dataset), "--export-dir", str(artifact), "--gate", *TRAIN]
+    assert main(gated) == 0
+    capsys.readouterr()
+
+    assert main(gated) == 0
+    out = capsys.readouterr().out
+    assert f"artifact {artifact} (promotion rule skipped: no held-out problems to score the two models on; " in out
+    assert "answer gate passed: no held-out problem both artifacts answer" in out, out
+
+
 def test_train_gate_needs_an_export_dir(capsys):
     assert main(["train", "--gate", "--no-mlflow"]) == 2
     assert "--gate needs --export-dir DIR" in capsys.readouterr().err
+    assert main(["train", "--export-dir", "x", "--no-promotion-rule", "--no-mlflow"]) == 2
+    assert "--no-promotion-rule goes with --gate" in capsys.readouterr().err
 
 
 def test_train_keeps_no_export_and_refuses_it_with_an_export_dir(capsys):
@@ -480,7 +565,7 @@ def test_the_version_falls_back_to_the_source_trees_pyproject(monkeypatch: pytes
                      "(default datasets/measurements: the shipped dataset", "(default 3)", "(default 0.35)"]),
         ("nightly", ["(default 16)", "(default 5;", "(default 3600)", "(default tilecost.collect.backend:cuda_backend",
                      "(default datasets/measurements: the shipped dataset", "default random=4 layers=2"]),
-        ("train", ["write no predictor artifact (the default"]),
+        ("train", ["write no predictor artifact (the default", "the nightly loop always applies the rule"]),
     ],
 )  # fmt: skip
 def test_help_describes_the_options_with_their_defaults(capsys, command: str, shown: list[str]):

@@ -1,14 +1,18 @@
 """Commands of tilecost.train for the ``tilecost`` CLI (registered by tilecost.cli).
 
-    tilecost train    --device-class h200 [--export-dir DIR [--gate]]  fit, evaluate on held-out shapes, log to MLflow,
-                      export (with --gate: swapped into DIR only when its answers pass the answer gate against DIR's)
+    tilecost train    --device-class h200 [--export-dir DIR [--gate [--no-promotion-rule]]]  fit, evaluate on
+                      held-out shapes, log to MLflow, export (with --gate: swapped into DIR only when the new model
+                      beats DIR's by the promotion rule and its answers then pass the answer gate against DIR's)
     tilecost evaluate --device-class h200 [--artifact DIR | --model-uri models:/tilecost-h200@champion]
     tilecost refresh-measured --device-class h200 [--artifact DIR] [--out DIR]  the tuning database from --dataset
 
 Both print the held-out evaluation table. ``train`` writes a predictor artifact only into the
 ``--export-dir`` it is given: the shipped model (``tilecost/models/<class>``) is replaced only by
-naming it. Heavy libraries (xgboost, mlflow, pandas) are imported inside the command functions only,
-so ``tilecost --help`` stays fast.
+naming it. ``--gate`` applies the nightly loop's two checks in its order: the promotion rule
+(:func:`.tracking.beats`, with DIR's model scored on the same held-out problems; skipped, and the reason printed,
+when DIR's model cannot be scored) and then the answer gate (:mod:`.answer_gate`). ``--no-promotion-rule`` leaves
+the answer gate alone to decide. Heavy libraries (xgboost, mlflow, pandas) are imported inside the command
+functions only, so ``tilecost --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -99,6 +103,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     export_dir = Path(args.export_dir) if args.export_dir else None  # never the shipped model by default
     if args.gate and export_dir is None:
         raise ValueError("--gate needs --export-dir DIR: it judges the new artifact against the one in DIR")
+    if args.no_promotion_rule and not args.gate:
+        raise ValueError("--no-promotion-rule goes with --gate: without it nothing is judged")
     target, staged = export_dir, None
     if args.gate and export_dir is not None and (export_dir / METADATA_FILE).is_file():
         staged = export_dir = _fresh(export_dir.with_name(f".{export_dir.name}.new"))  # beside DIR, judged, swapped
@@ -129,7 +135,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             print(describe(result.run))
         print(result.timing())
         if staged is not None and target is not None:
-            return _gate_and_swap(result, staged, target, args.device_class, previous)
+            return _gate_and_swap(
+                result, staged, target, args.device_class, previous, promotion_rule=not args.no_promotion_rule
+            )
     finally:
         # Swapped in or kept as .DIR.withheld, the staging is gone; what is left is a failed export or a
         # challenger that did not load, with DIR untouched: nothing to keep. (Where DIR itself is missing, a swap
@@ -138,7 +146,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             _fresh(staged)
     where = f"artifact {result.artifact_dir}" if result.artifact_dir else "no artifact exported"
     if args.gate and target is not None:
-        where += f" (the answer gate had no artifact in {target} to judge it against)"
+        where += f" (the promotion rule and the answer gate had no artifact in {target} to judge it against)"
     print(f"trained {args.device_class}; {where}")
     return 0
 
@@ -152,36 +160,98 @@ def _fresh(directory: Path) -> Path:
     return directory
 
 
-def _gate_and_swap(result: Any, staging: Path, target: Path, device_class: str, previous: str | None) -> int:
-    """The answer gate (:mod:`.answer_gate`) on the artifact staged in ``staging`` against ``target``'s, over the
-    training run's held-out problems: swapped in on a pass (exit status 0); otherwise ``target`` stays as it was and
-    the new artifact is kept beside it as ``.<name>.withheld`` for a look (exit status 3), and where the run's model
-    was promoted in the MLflow registry the champion alias goes back to ``previous`` (the nightly loop's rule)."""
+def _gate_and_swap(
+    result: Any, staging: Path, target: Path, device_class: str, previous: str | None, *, promotion_rule: bool = True
+) -> int:
+    """The nightly loop's two checks on the artifact staged in ``staging`` against ``target``'s, over the training
+    run's held-out problems: the promotion rule (:func:`_promotion_rule`; not with ``promotion_rule=False``), then
+    the answer gate (:mod:`.answer_gate`). Swapped in when both pass (exit status 0); otherwise ``target`` stays as
+    it was and the new artifact is kept beside it as ``.<name>.withheld`` for a look (exit status 3), and where the
+    run's model was promoted in the MLflow registry the champion alias goes back to ``previous`` (the nightly
+    loop's rule)."""
     from tilecost.predict.artifact import swap_in
 
     from .answer_gate import gate_artifacts
     from .pipeline import split_by_role
-    from .tracking import withhold_champion
 
     _, heldout = split_by_role(result.measurements)
+    if promotion_rule:
+        promoted, promotion = _promotion_rule(result, heldout, target, device_class)
+    else:
+        promoted, promotion = None, "promotion rule skipped: --no-promotion-rule"
+    if promoted is False:
+        why = f"{promotion}; the answer gate was not run"
+        return _withhold(result, staging, target, device_class, previous, why, check="promotion_rule")
     gate = gate_artifacts(staging, target, heldout)
     if gate is None or gate.passed:
         swap_in(staging, target)
         verdict = gate.describe() if gate is not None else "answer gate: no artifact to judge against"
-        print(f"trained {device_class}; artifact {target} ({verdict})")
+        print(f"trained {device_class}; artifact {target} ({promotion}; {verdict})")
         return 0
+    return _withhold(result, staging, target, device_class, previous, f"{gate.describe()}; {promotion}")
+
+
+def _promotion_rule(result: Any, heldout: Any, target: Path, device_class: str) -> tuple[bool | None, str]:
+    """The registry's promotion rule (:func:`.tracking.beats`) with the model of ``target``'s artifact as the
+    champion, scored on the same held-out problems (``heldout``) as the new one (``result.evaluation``): whether the
+    new model beats it, and the verdict in the registry's words and figures. None where the rule cannot judge: no
+    held-out problems, or an artifact that cannot be scored here (another feature schema or feature list, another
+    device class, a file that does not load: the answer gate alone decides, as the registry replaces a champion it
+    cannot score) or one trained on some of the held-out problems (its score would flatter it)."""
+    from tilecost.device import load_device
+    from tilecost.errors import TilecostError
+    from tilecost.problem import Problem
+
+    from .loading import load_artifact_model
+    from .pipeline import evaluate_model
+    from .tracking import judge
+
+    if result.evaluation is None:
+        return None, "promotion rule skipped: no held-out problems to score the two models on"
+    try:
+        model, metadata = load_artifact_model(target)
+    except (TilecostError, ValueError) as exc:  # ArtifactError; CostModel.from_booster's other target or columns
+        return None, f"promotion rule skipped: the artifact in {target} cannot be scored ({exc})"
+    if metadata.device_class != device_class:
+        return None, (f"promotion rule skipped: the artifact in {target} cannot be scored (a model of device "
+                      f"class {metadata.device_class!r}, not {device_class!r})")  # fmt: skip
+    trained_on = {Problem.from_key(key).key for key in metadata.domain.get("problems", [])}  # as evaluate's check
+    seen = sorted(trained_on & set(heldout["problem_key"]))
+    if seen:
+        return None, (f"promotion rule skipped: the artifact in {target} was trained on held-out problem(s) "
+                      f"{seen[:5]}; its score would flatter it")  # fmt: skip
+    theirs = evaluate_model(model, heldout, load_device(device_class))
+    promoted, _, detail = judge(result.evaluation, theirs)
+    words = "passed: beats" if promoted else "FAILED: does not beat"
+    return promoted, f"promotion rule {words} the artifact in {target} ({detail})"
+
+
+def _withhold(
+    result: Any,
+    staging: Path,
+    target: Path,
+    device_class: str,
+    previous: str | None,
+    why: str,
+    check: str = "answer_gate",
+) -> int:
+    """A refused artifact: ``target`` stays, the staged one is kept as ``.<name>.withheld``, a registry promotion is
+    withheld (:func:`.tracking.withhold_champion`: the version tagged ``check`` with ``why``); prints the verdict;
+    exit status 3."""
+    from .tracking import withhold_champion
+
     kept = target.with_name(f".{target.name}.withheld")
     _fresh(kept)
     staging.rename(kept)
     registry = ""
     if result.run is not None and result.run.promoted:
         run = result.run
-        withhold_champion(run.tracking_uri, run.model_name, run.model_version, previous, gate.describe())
-        registry = f"; registry: v{run.model_version} tagged answer_gate, the champion alias " + (
+        withhold_champion(run.tracking_uri, run.model_name, run.model_version, previous, why, check)
+        registry = f"; registry: v{run.model_version} tagged {check}, the champion alias " + (
             f"back on v{previous}" if previous is not None else "left on it (no earlier champion)"
         )
     print(f"trained {device_class}; the new artifact is NOT swapped into {target}, which stays as it was: "
-          f"{gate.describe()}; the new one is kept in {kept}{registry}")  # fmt: skip
+          f"{why}; the new one is kept in {kept}{registry}")  # fmt: skip
     return 3
 
 
@@ -242,9 +312,13 @@ def register(sub: Any) -> None:
                         help="write no predictor artifact (the default; kept for scripts)")  # fmt: skip
     p.add_argument("--gate", action="store_true",
                    help="with --export-dir DIR holding an artifact: export beside it and swap the new one in only "
-                   "when its answers on the held-out problems pass the answer gate against DIR's "
-                   "(docs/NIGHTLY.md); otherwise DIR stays, the new artifact is kept as .DIR.withheld, and the "
-                   "exit status is 3")  # fmt: skip
+                   "when it passes the nightly loop's two checks against DIR's on the held-out problems: the "
+                   "promotion rule (a better score and a paired top-1 gain whose 90%% interval lies above 1; "
+                   "skipped when DIR's model cannot be scored), then the answer gate (docs/NIGHTLY.md); otherwise "
+                   "DIR stays, the new artifact is kept as .DIR.withheld, and the exit status is 3")  # fmt: skip
+    p.add_argument("--no-promotion-rule", action="store_true",
+                   help="with --gate: judge by the answer gate only, to replace a model the new one is level with "
+                   "on purpose (e.g. after a feature change); the nightly loop always applies the rule")  # fmt: skip
     p.add_argument(
         "--tracking-uri", default=None, help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
     )

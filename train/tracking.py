@@ -43,6 +43,7 @@ __all__ = [
     "champion_version",
     "describe",
     "experiment_name",
+    "judge",
     "log_training_run",
     "tracking_uri",
     "withhold_champion",
@@ -114,13 +115,20 @@ def _decide(
         return True, f"champion v{current.version} was trained on another feature schema and cannot be scored", None
     booster = mlflow.xgboost.load_model(f"models:/{name}/{current.version}")
     champion = evaluate_champion(booster, tags.get("target", "log_time_over_roofline"))
-    ours, theirs, gain = evaluation.score(), champion.score(), evaluation.paired_top1_gain(champion)
-    promoted, words = _verdict(ours, theirs, gain)
+    promoted, words, detail = judge(evaluation, champion)
+    return promoted, f"{words} v{current.version} ({detail})", champion.score()
+
+
+def judge(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str, str]:
+    """:func:`beats`, with its figures in words: the two scores and the paired top-1 gain with its interval
+    ("0.9700/0.7500/0.9900 > 0.9690/...; top-1 x1.0010, 90% paired x1.0002-x1.0019")."""
+    mine, other, gain = ours.score(), theirs.score(), ours.paired_top1_gain(theirs)
+    promoted, words = _verdict(mine, other, gain)
     detail = (
-        f"{_fmt(ours)} {'>' if ours > theirs else '<='} {_fmt(theirs)};"
+        f"{_fmt(mine)} {'>' if mine > other else '<='} {_fmt(other)};"
         f" top-1 x{gain[0]:.4f}, 90% paired x{gain[1]:.4f}-x{gain[2]:.4f}"
     )
-    return promoted, f"{words} v{current.version} ({detail})", theirs
+    return promoted, words, detail
 
 
 def beats(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str]:
@@ -128,7 +136,8 @@ def beats(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str]:
     worst, then top-5) *and* a top-1 gain whose 90% paired bootstrap interval lies above 1
     (:meth:`Evaluation.paired_top1_gain`), so that a refit that moved by the fit's own spread does not
     replace the champion. Returns the verdict and its words ("beats champion" or "does not beat champion")."""
-    return _verdict(ours.score(), theirs.score(), ours.paired_top1_gain(theirs))
+    promoted, words, _ = judge(ours, theirs)
+    return promoted, words
 
 
 def _verdict(
@@ -259,13 +268,16 @@ def champion_version(uri: str, name: str) -> str | None:
     return None if (found := _champion(mlflow.MlflowClient(uri), name)) is None else str(found.version)
 
 
-def withhold_champion(uri: str, name: str, version: str, previous: str | None, why: str) -> None:
-    """A version promoted by the registry whose predictor artifact the answer gate refused: tag it ``answer_gate``
-    with ``why``, and move the champion alias back to ``previous`` (when there was one), so that the registry does
-    not name a champion whose artifact was withheld."""
+def withhold_champion(
+    uri: str, name: str, version: str, previous: str | None, why: str, check: str = "answer_gate"
+) -> None:
+    """A version promoted by the registry whose predictor artifact a check refused (the answer gate; for
+    ``tilecost train --gate``, also the promotion rule against the artifact in place): tag it ``check`` with
+    ``why``, and move the champion alias back to ``previous`` (when there was one), so that the registry does not
+    name a champion whose artifact was withheld."""
     import mlflow
 
     client = mlflow.MlflowClient(uri)
-    client.set_model_version_tag(name, version, "answer_gate", why[:4000])
+    client.set_model_version_tag(name, version, check, why[:4000])
     if previous is not None:
         client.set_registered_model_alias(name, CHAMPION_ALIAS, previous)
