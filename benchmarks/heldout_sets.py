@@ -14,7 +14,8 @@ session's ninth, bf16 and fp32 nn shapes with N and K off multiples of 16
 (``datasets/plans/2026-12-04-s36-heldout-i.json``, seeds 36-38), and the thirty-eighth session's tenth, fp32 and fp16 nt
 shapes with N and K off multiples of 16 (``datasets/plans/2026-12-04-s38-heldout-j.json``, seeds 42-44), and the
 thirty-ninth session's eleventh, fp16 and fp8e4m3 nn shapes with N and K off multiples of 16
-(``datasets/plans/2026-12-04-s39-heldout-k.json``, seeds 45-47).
+(``datasets/plans/2026-12-04-s39-heldout-k.json``, seeds 45-47), and the fortieth session's twelfth, bf16 nt shapes with
+one of N and K a multiple of 16 and the other not (``datasets/plans/2026-12-04-s40-heldout-l.json``, seeds 40-79).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -22,7 +23,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to eleventh sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to twelfth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def main() -> int:
         "ninth (s36)": plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json"),
         "tenth (s38)": plan_keys("datasets/plans/2026-12-04-s38-heldout-j.json"),
         "eleventh (s39)": plan_keys("datasets/plans/2026-12-04-s39-heldout-k.json"),
+        "twelfth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-l.json"),
     }
     names = list(later_sets)
 
@@ -95,6 +97,7 @@ def main() -> int:
         "first eight sets": heldout[~heldout.problem_key.isin(since("ninth (s36)"))],
         "first nine sets": heldout[~heldout.problem_key.isin(since("tenth (s38)"))],
         "first ten sets": heldout[~heldout.problem_key.isin(since("eleventh (s39)"))],
+        "first eleven sets": heldout[~heldout.problem_key.isin(since("twelfth (s40)"))],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame

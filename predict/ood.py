@@ -11,7 +11,12 @@ way PyTorch's AutoHeuristic answers "unsure" so that its caller autotunes instea
 * ``SPARSE_NEIGHBOURHOOD``: the Euclidean distance in (log2 M, log2 N, log2 K) from the problem to
   its ``neighbours``-th nearest training problem of the same dtype and layout exceeds a threshold
   (infinite, so always flagged, for a dtype and layout pair no training problem had, even where
-  each was seen in another pair),
+  each was seen in another pair); since the fortieth session (``neighbourhood: "pattern"`` in
+  ``metadata.ood``; artifacts without it keep ``"dtype-layout"``) the nearest training problems of the same
+  dtype, layout *and pattern*, whether N and K are multiples of 16 (the collector's pointer patterns, which change
+  which kernels and configurations are fast: a bf16 nt shape with N a multiple of 16 and K not had 11-24 training
+  neighbours of its pattern among ~2,000 of its dtype and layout, and 8 of the twelfth held-out set's 20 such
+  answers fell below 0.90 of the best, none flagged, BENCHMARKS §5),
   calibrated on held-out problems by :func:`calibrate_ood` (since the twenty-seventh session a threshold that
   catches bad answers is kept only when it does so leave one out beyond chance; otherwise the farthest held-out
   distance) and stored in ``metadata.ood`` (:data:`DEFAULT_SPARSE_DISTANCE_LOG2` when none is stored);
@@ -67,11 +72,13 @@ from tilecost.problem import DType, Layout, Problem
 from tilecost.space import MAX_OPERAND_ELEMENTS
 
 __all__ = [
+    "DEFAULT_NEIGHBOURHOOD",
     "DEFAULT_NEIGHBOURS",
     "DEFAULT_RULE_P_VALUE",
     "DEFAULT_SPARSE_DISTANCE_LOG2",
     "RANGE_MARGINS_LOG2",
     "SIGNALS",
+    "NEIGHBOURHOODS",
     "FlagRule",
     "OODChecker",
     "OODReason",
@@ -87,6 +94,11 @@ __all__ = [
 # problems lie 0.26-2.58 octaves from their nearest training problem, 16 of them within 1.5.
 DEFAULT_SPARSE_DISTANCE_LOG2 = 1.5
 DEFAULT_NEIGHBOURS = 1
+# Which training problems are a problem's neighbours: those of its dtype and layout ("dtype-layout", every artifact
+# exported before the fortieth session, and any whose metadata.ood does not say), or of its dtype, layout and
+# pattern of N and K modulo 16 ("pattern", what calibrate_ood fits since).
+NEIGHBOURHOODS = ("dtype-layout", "pattern")
+DEFAULT_NEIGHBOURHOOD = "pattern"
 # fit_flag_rules adopts model-side rules only when, judged leave one out, they catch bad answers more
 # often than flagging at random would, at this significance (one-sided Fisher exact test). On 100 sets
 # of 165 random signals with no relation to the labels, 0.05 adopted rules 3 times (a lift of 2 would
@@ -158,7 +170,8 @@ class FlagRule:
 @dataclass(frozen=True, slots=True)
 class OODVerdict:
     """The reasons a problem is out of distribution (none: in distribution) and its distance in
-    octaves to the nearest training problems of its dtype and layout (inf when there are none)."""
+    octaves to the nearest training problems of its neighbourhood (its dtype and layout, and with the
+    ``"pattern"`` neighbourhood its pattern of N and K modulo 16; inf when there are none)."""
 
     reasons: tuple[OODReason, ...] = ()
     neighbour_distance_log2: float = 0.0
@@ -176,6 +189,17 @@ class OODVerdict:
 
 def _group(dtype: DType, layout: Layout) -> str:
     return f"{dtype.value}-{layout.value}"
+
+
+def _pattern(n: int, k: int) -> str:
+    """The pattern of N and K modulo 16, as the collector names pointer patterns ("16-x": N a multiple of 16, K not)."""
+    return f"{'16' if n % 16 == 0 else 'x'}-{'16' if k % 16 == 0 else 'x'}"
+
+
+def _neighbourhood_key(neighbourhood: str, dtype: DType, layout: Layout, n: int, k: int) -> str:
+    """The key of :attr:`OODChecker.points` a problem's neighbours are found under."""
+    group = _group(dtype, layout)
+    return group if neighbourhood == "dtype-layout" else f"{group}-{_pattern(n, k)}"
 
 
 def _log2_points(problems: Sequence[Problem]) -> NDArray[np.float64]:
@@ -214,7 +238,8 @@ def _kth_distance(points: NDArray[np.float64], query: NDArray[np.float64], neigh
 class OODChecker:
     """Checks problems against a training domain; build with :meth:`from_metadata`."""
 
-    points: Mapping[str, NDArray[np.float64]]  # per "dtype-layout" group: training problems' log2 (m, n, k)
+    # Training problems' log2 (m, n, k) per neighbourhood: "dtype-layout" or "dtype-layout-pattern" (_neighbourhood_key)
+    points: Mapping[str, NDArray[np.float64]]
     log2_min: Mapping[str, NDArray[np.float64]]
     log2_max: Mapping[str, NDArray[np.float64]]
     dtypes: frozenset[DType]
@@ -224,10 +249,14 @@ class OODChecker:
     static_reasons: tuple[OODReason, ...] = ()  # device or Triton mismatch, the same for every query
     rules: tuple[FlagRule, ...] = ()  # model-side rules (predictor.json's "ood")
     range_margin_log2: float = 0.0  # a group's own range, widened by this (within the all-groups range)
+    neighbourhood: str = "dtype-layout"  # one of NEIGHBOURHOODS
     distance_kernel: Any = field(default=None, repr=False)  # the compiled _kth_distance, if any
     _bounds: dict[str, tuple[tuple[float, ...], ...]] = field(init=False, repr=False, default_factory=dict)
-    # Per (dtype, layout) what verdict checks every problem of it against (_group_checks), on first use.
-    _groups: dict[tuple[DType, Layout], Any] = field(init=False, repr=False, default_factory=dict, compare=False)
+    # Per (dtype, layout, N and K multiples of 16 or not) what verdict checks every problem of it against
+    # (_group_checks), on first use.
+    _groups: dict[tuple[DType, Layout, bool, bool], Any] = field(
+        init=False, repr=False, default_factory=dict, compare=False
+    )
 
     def __post_init__(self) -> None:
         # The range check's bounds as Python floats, per group, once (not per query): the group's
@@ -284,10 +313,18 @@ class OODChecker:
             raise ArtifactError(f"metadata.json: domain or ood is malformed: {exc}") from exc
         if not threshold > 0 or neighbours < 1 or not margin >= 0:
             raise ArtifactError(f"metadata.json: ood thresholds {dict(ood)} must be positive")
+        neighbourhood = ood.get("neighbourhood", "dtype-layout")
+        if neighbourhood not in NEIGHBOURHOODS:
+            raise ArtifactError(
+                f"metadata.json: ood.neighbourhood={neighbourhood!r} is not one of {', '.join(NEIGHBOURHOODS)}"
+            )
         groups: dict[str, list[Problem]] = {}
+        neighbours_of: dict[str, list[Problem]] = {}
         for problem in problems:
             groups.setdefault(_group(problem.dtype, problem.layout), []).append(problem)
-        points = {group: _log2_points(members) for group, members in groups.items()}
+            key = _neighbourhood_key(neighbourhood, problem.dtype, problem.layout, problem.n, problem.k)
+            neighbours_of.setdefault(key, []).append(problem)
+        points = {key: _log2_points(members) for key, members in neighbours_of.items()}
         if problems:
             everything = _log2_points(problems)
             lows, highs = {"*": everything.min(axis=0)}, {"*": everything.max(axis=0)}
@@ -296,16 +333,18 @@ class OODChecker:
             highs = {"*": np.array([float(domain["log2_max"][d]) for d in "mnk"])}
         else:
             raise ArtifactError("metadata.json: domain has neither training problems nor log2 ranges")
-        for group, array in points.items():
+        for group, members in groups.items():
+            array = _log2_points(members)
             lows[group], highs[group] = array.min(axis=0), array.max(axis=0)
         return cls(points, lows, highs, frozenset(dtypes), frozenset(layouts), threshold, neighbours, static_reasons,
-                   range_margin_log2=margin)  # fmt: skip
+                   range_margin_log2=margin, neighbourhood=neighbourhood)  # fmt: skip
 
     def verdict(self, problem: Problem) -> OODVerdict:
         """The verdict for one problem (a few microseconds: one distance per training problem)."""
-        found = self._groups.get((problem.dtype, problem.layout))
+        cell = (problem.dtype, problem.layout, problem.n % 16 == 0, problem.k % 16 == 0)
+        found = self._groups.get(cell)
         if found is None:
-            found = self._groups[(problem.dtype, problem.layout)] = self._group_checks(problem.dtype, problem.layout)
+            found = self._groups[cell] = self._group_checks(problem.dtype, problem.layout, problem.n, problem.k)
         reasons, (m_low, n_low, k_low), (m_high, n_high, k_high), points = found
         q0, q1, q2 = math.log2(problem.m), math.log2(problem.n), math.log2(problem.k)
         if not (m_low <= q0 <= m_high and n_low <= q1 <= n_high and k_low <= q2 <= k_high):
@@ -328,19 +367,18 @@ class OODChecker:
         return OODVerdict(reasons, distance)
 
     def _group_checks(
-        self, dtype: DType, layout: Layout
+        self, dtype: DType, layout: Layout, n: int, k: int
     ) -> tuple[tuple[OODReason, ...], tuple[float, ...], tuple[float, ...], NDArray[np.float64] | None]:
-        """What :meth:`verdict` checks for every problem of a dtype and layout, worked out once: the
-        reasons that hold for all of them (static ones, an unseen dtype or layout), the range bounds and
-        the training points."""
+        """What :meth:`verdict` checks for every problem of a dtype, layout and pattern of ``n`` and ``k`` modulo
+        16, worked out once: the reasons that hold for all of them (static ones, an unseen dtype or layout), the
+        range bounds (of the dtype and layout) and the training points of the problem's neighbourhood."""
         reasons = list(self.static_reasons)
         if dtype not in self.dtypes:
             reasons.append(OODReason.UNSEEN_DTYPE)
         if layout not in self.layouts:
             reasons.append(OODReason.UNSEEN_LAYOUT)
-        group = _group(dtype, layout)
-        low, high = self._bounds.get(group) or self._bounds["*"]
-        return tuple(reasons), low, high, self.points.get(group)
+        low, high = self._bounds.get(_group(dtype, layout)) or self._bounds["*"]
+        return tuple(reasons), low, high, self.points.get(_neighbourhood_key(self.neighbourhood, dtype, layout, n, k))
 
 
 _REASON_ORDER = list(OODReason)
@@ -357,6 +395,7 @@ def calibrate_ood(
     max_good_flagged: float = 0.10,
     neighbours: int = DEFAULT_NEIGHBOURS,
     max_p_value: float = DEFAULT_RULE_P_VALUE,
+    neighbourhood: str = DEFAULT_NEIGHBOURHOOD,
 ) -> dict[str, Any]:
     """Thresholds for ``metadata.ood`` from held-out problems, and how well they separate them.
 
@@ -380,10 +419,14 @@ def calibrate_ood(
     octaves, catching 3 of 17 bad held-out answers, 2 leave one out, while flagging 15 of 160 good ones and 139 of
     300 random shapes, where 2.0 flagged 88.)
 
-    Returns ``{"sparse_distance_log2", "neighbours", "range_margin_log2", "good_top1_fraction", "max_good_flagged",
-    "heldout_top1": {problem key: fraction}, "calibration": {...counts and rates, "leave_one_out", "max_p_value",
-    "adopted"}}``; train stores it as ``metadata.ood`` (the predictor reads the first three keys; export fits the
-    model-side rules on ``heldout_top1``). ``adopted`` is false when the test set the chosen pair aside.
+    The distance is to the ``neighbours``-th nearest training problem of the ``neighbourhood`` (one of
+    :data:`NEIGHBOURHOODS`: the problem's dtype and layout, or those and its pattern of N and K modulo 16).
+
+    Returns ``{"sparse_distance_log2", "neighbours", "neighbourhood", "range_margin_log2", "good_top1_fraction",
+    "max_good_flagged", "heldout_top1": {problem key: fraction}, "calibration": {...counts and rates,
+    "leave_one_out", "max_p_value", "adopted"}}``; train stores it as ``metadata.ood`` (the predictor reads the first
+    four keys; export fits the model-side rules on ``heldout_top1``). ``adopted`` is false when the test set the
+    chosen pair aside.
     """
     if len(heldout) != len(top1_fraction):
         raise ValueError(f"{len(heldout)} held-out problems but {len(top1_fraction)} top-1 fractions")
@@ -391,6 +434,8 @@ def calibrate_ood(
         raise ValueError("calibration needs at least one held-out and one training problem")
     if not 0 < max_p_value <= 1:
         raise ValueError(f"max_p_value={max_p_value!r} must lie in (0, 1]")
+    if neighbourhood not in NEIGHBOURHOODS:
+        raise ValueError(f"neighbourhood={neighbourhood!r} is not allowed; use one of {', '.join(NEIGHBOURHOODS)}")
     fractions = np.asarray(top1_fraction, dtype=np.float64)
     if not (np.isfinite(fractions) & (fractions >= 0) & (fractions <= 1.0 + 1e-9)).all():
         raise ValueError("top1_fraction values must lie in [0, 1] (0: the choice failed or was not timed)")
@@ -401,7 +446,8 @@ def calibrate_ood(
     others = np.zeros((len(RANGE_MARGINS_LOG2), len(heldout)), dtype=bool)
     distances = np.zeros(len(heldout))
     for index, margin in enumerate(RANGE_MARGINS_LOG2):
-        ood = {"sparse_distance_log2": math.inf, "neighbours": neighbours, "range_margin_log2": margin}
+        ood = {"sparse_distance_log2": math.inf, "neighbours": neighbours, "range_margin_log2": margin,
+               "neighbourhood": neighbourhood}  # fmt: skip
         checker = OODChecker.from_metadata(domain, ood)
         verdicts = [checker.verdict(p) for p in heldout]
         distances = np.array([v.neighbour_distance_log2 for v in verdicts])
@@ -429,6 +475,7 @@ def calibrate_ood(
     return {
         "sparse_distance_log2": threshold if math.isfinite(threshold) else 1e9,
         "neighbours": neighbours,
+        "neighbourhood": neighbourhood,
         "range_margin_log2": margin if math.isfinite(margin) else 1e9,
         "good_top1_fraction": good_fraction,
         "max_good_flagged": max_good_flagged,

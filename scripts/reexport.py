@@ -1,7 +1,7 @@
 """Re-export an artifact's predictor files (shortlists, dispatch rules, model-side OOD rules) for the same booster.
 
-    .venv/bin/python scripts/reexport.py [--recalibrate] SOURCE_ARTIFACT TARGET_DIR [SETTINGS_JSON]
-        (~25 min on this 2-core machine)
+    .venv/bin/python scripts/reexport.py [--recalibrate | --recalibrate-on DATASET] SOURCE_ARTIFACT TARGET_DIR
+        [SETTINGS_JSON]   (~25 min on this 2-core machine)
 
 ``SETTINGS_JSON``: keyword arguments of :func:`~tilecost.predict.prepare_artifact_files` (e.g. ``'{"samples": 400}'``);
 the defaults, which ``tilecost train --export-dir`` uses, without it.
@@ -15,6 +15,12 @@ and each held-out problem's top-1) and ``measured.json`` exactly; recomputes wha
 ``--recalibrate``: the shape-side OOD calibration is fitted again (:func:`~tilecost.predict.calibrate_ood`, today's
 code, on the stored held-out top-1 fractions and training domain) instead of kept, and the model-side rules on it:
 for a change of the calibration (the twenty-seventh session's significance test) without a retrained model.
+
+``--recalibrate-on DATASET``: the same, on the held-out problems DATASET (``datasets/measurements``) holds now rather
+than the stored fractions: the artifact's own model scores every candidate of each, as ``tilecost train`` evaluates a
+new model, and the fractions, the calibration and the model-side rules are fitted on them (the fortieth session: the
+pattern neighbourhood, fitted on the 575 held-out problems measured by then, where the shipped artifact stored 475).
+Every held-out problem must lie outside the artifact's training domain.
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ from tilecost.train.export import MEASURED_FILE, export_artifact, main_trees_sco
 def main(argv: list[str] | None = None) -> Path:
     args = sys.argv[1:] if argv is None else argv
     recalibrate = args[:1] == ["--recalibrate"]
-    args = args[1:] if recalibrate else args
-    if len(args) not in (2, 3):
+    dataset = args[1] if args[:1] == ["--recalibrate-on"] and len(args) > 1 else None
+    args = args[1:] if recalibrate else args[2:] if dataset is not None else args
+    if len(args) not in (2, 3) or args[0].startswith("--"):
         raise SystemExit(__doc__)
     source, target = Path(args[0]), Path(args[1])
     settings = json.loads(args[2]) if len(args) == 3 else None
@@ -46,7 +53,12 @@ def main(argv: list[str] | None = None) -> Path:
     model = files[metadata.model_file]
     scorer = main_trees_scorer(xgb.Booster(model_file=bytearray(model)), metadata.level_trees)
     measured = json.loads(files[MEASURED_FILE])
-    fresh = dataclasses.replace(metadata, files={}, ood=recalibrated(metadata) if recalibrate else metadata.ood)
+    ood = metadata.ood
+    if recalibrate:
+        ood = recalibrated(metadata)
+    elif dataset is not None:
+        ood = recalibrated_on(source, metadata, dataset)
+    fresh = dataclasses.replace(metadata, files={}, ood=ood)
     path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings)
     print(f"re-exported {source} into {path}: {', '.join(written)}")
     return path
@@ -64,6 +76,29 @@ def recalibrated(metadata: ArtifactMetadata) -> dict[str, object]:
         list(heldout), list(heldout.values()), training, good_fraction=float(ood["good_top1_fraction"]),
         max_good_flagged=float(ood["max_good_flagged"]), neighbours=int(ood["neighbours"]),
     )  # fmt: skip
+
+
+def recalibrated_on(source: Path, metadata: ArtifactMetadata, dataset: str) -> dict[str, object]:
+    """``metadata.ood`` fitted on the held-out problems of ``dataset``, each scored over every candidate by the
+    artifact's own model (:func:`tilecost.train.export.ood_calibration`, as a fresh export fits it), on its
+    training domain."""
+    from tilecost.device import load_device
+    from tilecost.train.dataset import load_measurements
+    from tilecost.train.export import ood_calibration
+    from tilecost.train.loading import load_artifact_model
+    from tilecost.train.pipeline import evaluate_model, split_by_role
+
+    _, heldout = split_by_role(load_measurements(dataset, metadata.device_class))
+    if heldout.empty:
+        raise SystemExit(
+            f"--recalibrate-on {dataset}: the dataset holds no held-out problem of {metadata.device_class}"
+        )
+    training = [Problem.from_key(key) for key in metadata.domain["problems"]]
+    seen = sorted({p.key for p in training} & set(heldout["problem_key"]))
+    if seen:
+        raise SystemExit(f"--recalibrate-on {dataset}: the artifact was trained on held-out problem(s) {seen[:5]}")
+    evaluation = evaluate_model(load_artifact_model(source)[0], heldout, load_device(metadata.device_class))
+    return ood_calibration(evaluation, training)
 
 
 if __name__ == "__main__":

@@ -391,3 +391,37 @@ def test_a_re_export_can_fit_the_shape_side_calibration_again(artifact: Path, tm
     without = replace(before, ood={k: v for k, v in before.ood.items() if k != "heldout_top1"})
     with pytest.raises(SystemExit, match="no held-out top-1 fractions"):
         module.recalibrated(without)
+
+
+def test_a_re_export_can_fit_the_calibration_on_a_dataset_s_held_out_problems(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``scripts/reexport.py --recalibrate-on DATASET``: ``metadata.ood`` fitted again on the held-out problems the
+    dataset holds, each scored by the artifact's own model, as the export of a freshly trained model fits it; a
+    dataset without held-out problems is refused."""
+    from tests.test_train_fixtures import write_dataset
+    from tilecost.cli import main as cli
+
+    dataset = write_dataset(tmp_path / "ds")
+    source = tmp_path / "source"
+    with monkeypatch.context() as patched:  # the predictor's precomputation is the re-export's to build
+        patched.setattr("tilecost.predict.prepare_artifact_files", lambda *_, **__: {})
+        tiny = ["--param", "n_estimators=10", "--param", "max_depth=3", "--n-jobs", "1", "--no-mlflow"]
+        assert cli(["train", "--dataset", str(dataset), "--export-dir", str(source), *tiny]) == 0
+    exported, _ = load_artifact(source)
+    assert exported.ood["neighbourhood"] == "pattern" and exported.ood["heldout_top1"]
+    # A stored calibration today's code would not fit, and no held-out fractions to fit one from.
+    header = json.loads((source / "metadata.json").read_text())
+    header["ood"] = {"sparse_distance_log2": 0.01, "neighbourhood": "dtype-layout"}
+    (source / "metadata.json").write_text(json.dumps(header))
+    module = _reexport_script()
+    settings = {"step_log2": 40.0, "samples": 48, "validation": 8, "list_width": 8, "default_width": 4}
+
+    path = module.main(["--recalibrate-on", str(dataset), str(source), str(tmp_path / "again"), json.dumps(settings)])
+
+    after, _ = load_artifact(path)
+    assert dict(after.ood) == dict(exported.ood)  # the training run's own calibration, fitted again
+    with pytest.raises(SystemExit, match="holds no held-out problem of h200"):
+        module.main(["--recalibrate-on", str(write_dataset(tmp_path / "no-heldout", heldout=())), str(source), "x"])
+    with pytest.raises(SystemExit):
+        module.main(["--recalibrate-on", str(source)])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tilecost import DType, Layout, OODReason, OODVerdict, Predictor, Problem
+from tilecost.errors import ArtifactError
 from tilecost.predict import calibrate_ood, training_domain
 from tilecost.predict.ood import (
     DEFAULT_SPARSE_DISTANCE_LOG2,
@@ -186,6 +187,61 @@ def test_calibration_keeps_a_threshold_that_separates_bad_problems_leave_one_out
     assert calibration["bad_caught"] == 7 and calibration["good_flagged_rate"] == pytest.approx(1 / 15)
     checker = OODChecker.from_metadata(training_domain(TRAINING), stored)
     assert [bool(checker.verdict(p)) for p in good + bad] == [False] * (len(good) - 1) + [True] * (len(bad) + 1)
+
+
+def test_the_pattern_neighbourhood_counts_only_training_problems_of_the_same_n_and_k_alignment() -> None:
+    # Training problems all with N and K multiples of 16 but one, 2**4 x 1000 x 1000 (both off 16). A query
+    # 256 x 4096 x 1000 (N a multiple of 16, K not) sits on the 16-16 grid (K = 1000 is 0.03 octaves from 1024),
+    # but no training problem shares its pattern: the dtype-layout neighbourhood finds it dense, the pattern
+    # neighbourhood finds none at all.
+    training = [*TRAINING, Problem(16, 1000, 1000)]
+    query = Problem(256, 4096, 1000)
+    dense = OODChecker.from_metadata(training_domain(training), {})  # an artifact without "neighbourhood"
+    patterned = OODChecker.from_metadata(training_domain(training), {"neighbourhood": "pattern"})
+
+    assert dense.neighbourhood == "dtype-layout"
+    assert dense.verdict(query).neighbour_distance_log2 == pytest.approx(math.log2(1024 / 1000))
+    assert not dense.verdict(query)
+    far = patterned.verdict(query)
+    assert far.neighbour_distance_log2 == math.inf and far.reasons == (OODReason.SPARSE_NEIGHBOURHOOD,)
+    # the x-x query finds the one x-x training problem; the 16-16 ones find the grid, as before
+    odd = patterned.verdict(Problem(16, 1001, 999))
+    assert odd.neighbour_distance_log2 == pytest.approx(math.hypot(math.log2(1001 / 1000), math.log2(999 / 1000)))
+    for problem in TRAINING:
+        assert patterned.verdict(problem).neighbour_distance_log2 == 0.0 and not patterned.verdict(problem)
+    # the range check stays that of the dtype and layout: K = 1000 lies within it
+    assert OODReason.DIM_OUTSIDE_TRAINING_RANGE not in far.reasons
+
+
+def test_the_compiled_distance_finds_the_same_pattern_neighbours() -> None:
+    pytest.importorskip("numba")
+    training = [*TRAINING, Problem(16, 1000, 1000), Problem(300, 4000, 1000)]
+    checker = OODChecker.from_metadata(training_domain(training), {"neighbourhood": "pattern"})
+    compiled = checker.with_compiled_distance()
+    rng = np.random.default_rng(40)
+    for m, n, k in rng.integers(1, 20000, size=(200, 3)):
+        problem = Problem(int(m), int(n), int(k))
+        assert compiled.verdict(problem) == checker.verdict(problem)
+
+
+def test_calibration_fits_the_pattern_neighbourhood_and_says_so() -> None:
+    training = [*TRAINING, Problem(16, 1000, 1000)]
+    heldout = [Problem(m, 1024, 1024) for m in (16, 19, 32)] + [Problem(64, 4096, 1000)]
+    fractions = [1.0, 1.0, 1.0, 0.5]  # the one 16-x problem is bad: only the pattern neighbourhood sees it far
+
+    stored = calibrate_ood(heldout, fractions, training, max_good_flagged=0.0, max_p_value=1)
+    old = calibrate_ood(heldout, fractions, training, max_good_flagged=0.0, max_p_value=1, neighbourhood="dtype-layout")
+
+    assert stored["neighbourhood"] == "pattern" and stored["calibration"]["bad_caught"] == 1
+    assert old["neighbourhood"] == "dtype-layout" and old["calibration"]["bad_caught"] == 0
+    assert OODChecker.from_metadata(training_domain(training), stored).verdict(heldout[-1])
+    with pytest.raises(ValueError, match="neighbourhood='shape' is not allowed; use one of dtype-layout, pattern"):
+        calibrate_ood(heldout, fractions, training, neighbourhood="shape")
+
+
+def test_an_unknown_neighbourhood_in_an_artifact_is_refused() -> None:
+    with pytest.raises(ArtifactError, match="ood.neighbourhood='shape' is not one of dtype-layout, pattern"):
+        OODChecker.from_metadata(training_domain(TRAINING), {"neighbourhood": "shape"})
 
 
 def test_calibration_checks_its_inputs() -> None:
