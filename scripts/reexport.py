@@ -85,7 +85,7 @@ def recalibrated_on(source: Path, metadata: ArtifactMetadata, dataset: str) -> d
     from tilecost.device import load_device
     from tilecost.train.dataset import load_measurements
     from tilecost.train.export import ood_calibration
-    from tilecost.train.loading import load_artifact_model
+    from tilecost.train.loading import heldout_trained_on, load_artifact_model
     from tilecost.train.pipeline import evaluate_model, split_by_role
 
     _, heldout = split_by_role(load_measurements(dataset, metadata.device_class))
@@ -93,12 +93,11 @@ def recalibrated_on(source: Path, metadata: ArtifactMetadata, dataset: str) -> d
         raise SystemExit(
             f"--recalibrate-on {dataset}: the dataset holds no held-out problem of {metadata.device_class}"
         )
-    training = [Problem.from_key(key) for key in metadata.domain["problems"]]
-    seen = sorted({p.key for p in training} & set(heldout["problem_key"]))
+    seen = heldout_trained_on(metadata, heldout)
     if seen:
         raise SystemExit(f"--recalibrate-on {dataset}: the artifact was trained on held-out problem(s) {seen[:5]}")
     evaluation = evaluate_model(load_artifact_model(source)[0], heldout, load_device(metadata.device_class))
-    return ood_calibration(evaluation, training)
+    return ood_calibration(evaluation, [Problem.from_key(key) for key in metadata.domain["problems"]])
 
 
 if __name__ == "__main__":

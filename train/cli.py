@@ -200,9 +200,8 @@ def _promotion_rule(result: Any, heldout: Any, target: Path, device_class: str) 
     cannot score) or one trained on some of the held-out problems (its score would flatter it)."""
     from tilecost.device import load_device
     from tilecost.errors import TilecostError
-    from tilecost.problem import Problem
 
-    from .loading import load_artifact_model
+    from .loading import heldout_trained_on, load_artifact_model
     from .pipeline import evaluate_model
     from .tracking import judge
 
@@ -215,8 +214,7 @@ def _promotion_rule(result: Any, heldout: Any, target: Path, device_class: str) 
     if metadata.device_class != device_class:
         return None, (f"promotion rule skipped: the artifact in {target} cannot be scored (a model of device "
                       f"class {metadata.device_class!r}, not {device_class!r})")  # fmt: skip
-    trained_on = {Problem.from_key(key).key for key in metadata.domain.get("problems", [])}  # as evaluate's check
-    seen = sorted(trained_on & set(heldout["problem_key"]))
+    seen = heldout_trained_on(metadata, heldout)
     if seen:
         return None, (f"promotion rule skipped: the artifact in {target} was trained on held-out problem(s) "
                       f"{seen[:5]}; its score would flatter it")  # fmt: skip

@@ -21,7 +21,7 @@ from .dataset import load_measurements
 from .evaluate import Evaluation
 from .model import CostModel
 
-__all__ = ["evaluate_saved_model", "load_artifact_model", "load_registered_model"]
+__all__ = ["evaluate_saved_model", "heldout_trained_on", "load_artifact_model", "load_registered_model"]
 
 
 def load_artifact_model(directory: str | Path) -> tuple[CostModel, Any]:
@@ -34,6 +34,13 @@ def load_artifact_model(directory: str | Path) -> tuple[CostModel, Any]:
     booster = xgb.Booster()
     booster.load_model(bytearray(blobs[metadata.model_file]))
     return CostModel.from_booster(booster, metadata.target, metadata.level_trees), metadata
+
+
+def heldout_trained_on(metadata: Any, heldout: Any) -> list[str]:
+    """The keys (sorted) of the problems in ``heldout`` (a frame with ``problem_key``) that the model of an artifact
+    with ``metadata`` was trained on: scored on them, its evaluation would flatter it."""
+    trained_on = {Problem.from_key(key).key for key in metadata.domain.get("problems", [])}
+    return sorted(trained_on & set(heldout["problem_key"]))
 
 
 def load_registered_model(model_uri: str, tracking_uri: str | None = None) -> tuple[CostModel, str]:
@@ -85,12 +92,11 @@ def evaluate_saved_model(
 
     if (artifact is None) == (model_uri is None):
         raise ValueError("give exactly one of artifact and model_uri")
-    trained_on: set[str] = set()
+    metadata = None
     if artifact is not None:
         model, metadata = load_artifact_model(artifact)
         if metadata.device_class != device_class:
             raise ArtifactError(f"{artifact}: a model of device class {metadata.device_class!r}, not {device_class!r}")
-        trained_on = {Problem.from_key(key).key for key in metadata.domain.get("problems", [])}
         what = f"artifact {artifact} (target {metadata.target}, Triton {metadata.triton_version})"
     else:
         assert model_uri is not None
@@ -103,7 +109,7 @@ def evaluate_saved_model(
     _, heldout = split_by_role(measurements)
     if heldout.empty:
         raise DatasetError(f"{device_class}: the dataset has no held-out problems to evaluate on")
-    seen = sorted(trained_on & set(heldout["problem_key"]))
+    seen = heldout_trained_on(metadata, heldout) if metadata is not None else []
     if seen:
         raise DatasetError(f"the model was trained on held-out problem(s) {seen[:5]}; its evaluation would flatter it")
     evaluation = evaluate_model(model, heldout, device)
