@@ -68,7 +68,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tilecost.errors import ArtifactError
-from tilecost.problem import DType, Layout, Problem
+from tilecost.problem import DType, Layout, Problem, nk_pattern
 from tilecost.space import MAX_OPERAND_ELEMENTS
 
 __all__ = [
@@ -191,15 +191,10 @@ def _group(dtype: DType, layout: Layout) -> str:
     return f"{dtype.value}-{layout.value}"
 
 
-def _pattern(n: int, k: int) -> str:
-    """The pattern of N and K modulo 16, as the collector names pointer patterns ("16-x": N a multiple of 16, K not)."""
-    return f"{'16' if n % 16 == 0 else 'x'}-{'16' if k % 16 == 0 else 'x'}"
-
-
 def _neighbourhood_key(neighbourhood: str, dtype: DType, layout: Layout, n: int, k: int) -> str:
     """The key of :attr:`OODChecker.points` a problem's neighbours are found under."""
     group = _group(dtype, layout)
-    return group if neighbourhood == "dtype-layout" else f"{group}-{_pattern(n, k)}"
+    return group if neighbourhood == "dtype-layout" else f"{group}-{nk_pattern(n, k)}"
 
 
 def _log2_points(problems: Sequence[Problem]) -> NDArray[np.float64]:

@@ -242,3 +242,69 @@ def test_a_champion_is_beaten_only_by_a_gain_the_problems_tell_apart() -> None:
     # A worse score never wins, whatever the interval.
     assert beats(base, _with_top1(base, [0.5, 1.0]))[0] is False
     assert beats(base, base)[0] is False
+
+
+def _judged(top1s):
+    """An evaluation of hand-set top-1 figures, one per (problem, top-1) pair: what the promotion rule reads."""
+    from tilecost.train.evaluate import Evaluation, ProblemResult
+
+    results = tuple(
+        ProblemResult(
+            p, 10, "a", 1.0, "a", t, min(1.0, 1.05 * t), 0.5, 0.1, {n: 0.5 for n in ("fixed", "tutorial", "roofline")}
+        )
+        for p, t in top1s
+    )
+    return Evaluation(results, 0.1, 10 * len(results))
+
+
+# 40 problems with N and K multiples of 16, 10 with K = 1000 (bf16 nt 16-x), 5 fp16 ones (too few to judge alone).
+ALIGNED = [Problem(64 * (i + 1), 1024, 1024) for i in range(40)]
+RAGGED = [Problem(64 * (i + 1), 1024, 1000) for i in range(10)]
+FEW = [Problem(64 * (i + 1), 1024, 1024, "fp16") for i in range(5)]
+CHAMPION = [(p, 0.9) for p in ALIGNED + RAGGED + FEW]
+
+
+def _challenger(aligned_spread: float, ragged: float) -> list:
+    """Aligned problems alternately x(1 + spread) and x(1 - spread), the ragged ones all x``ragged``."""
+    return (
+        [(p, 0.9 * (1 + aligned_spread if i % 2 else 1 - aligned_spread)) for i, p in enumerate(ALIGNED)]
+        + [(p, 0.9 * ragged) for p in RAGGED]
+        + [(p, 0.9) for p in FEW]
+    )
+
+
+def test_group_gains_are_per_alignment_group_at_the_joint_level() -> None:
+    from tilecost.train.evaluate import alignment_group
+
+    assert alignment_group(RAGGED[0]) == "bf16 nt 16-x"
+    assert alignment_group(Problem(5, 1000, 1024, "fp8e4m3", "nn")) == "fp8e4m3 nn x-16"
+
+    gains = _judged(_challenger(0.05, 1.1)).paired_group_gains(_judged(CHAMPION))
+
+    # fp16 (5 problems) is below the 8 a group needs; the two judged groups share the 90% at 95% each.
+    assert [(g.group, g.problems) for g in gains] == [("bf16 nt 16-16", 40), ("bf16 nt 16-x", 10)]
+    assert all(g.level == pytest.approx(0.95) for g in gains)
+    aligned, ragged = gains
+    assert ragged.ratio == pytest.approx(1.1) and ragged.verdict == "better"  # every resample gains x1.1
+    assert aligned.low < 1 < aligned.high and aligned.verdict == "level"
+    with pytest.raises(ValueError, match="min_problems=1"):
+        _judged(CHAMPION).paired_group_gains(_judged(CHAMPION), min_problems=1)
+
+
+def test_the_verdict_names_the_groups_that_moved_and_they_do_not_decide() -> None:
+    from tilecost.train.tracking import judge
+
+    champion = _judged(CHAMPION)
+    # The ragged group x1.1 in every problem, the aligned ones scattered by ±8%: overall x1.017 with an interval
+    # that holds 1, so the champion stays although one group is better beyond chance.
+    promoted, words, detail = judge(_judged(_challenger(0.08, 1.1)), champion)
+    assert (promoted, words) == (False, "does not beat champion")
+    assert "better in bf16 nt 16-x (10) x1.1000 (x1.1000-x1.1000)" in detail and "worse in" not in detail
+    # Every aligned problem x1.05 (overall better beyond chance), the ragged group x0.9: promoted, and the group
+    # it is worse in is named.
+    challenger = [(p, 0.9 * 1.05) for p in ALIGNED] + [(p, 0.9 * 0.9) for p in RAGGED] + [(p, 0.9) for p in FEW]
+    promoted, words, detail = judge(_judged(challenger), champion)
+    assert (promoted, words) == (True, "beats champion")
+    assert "better in bf16 nt 16-16 (40) x1.0500" in detail and "worse in bf16 nt 16-x (10) x0.9000" in detail
+    # Level everywhere: nothing named.
+    assert "in bf16" not in judge(champion, champion)[2]

@@ -11,7 +11,7 @@ import numbers
 from dataclasses import dataclass
 from typing import TypeVar
 
-__all__ = ["DType", "Layout", "MAX_DIM", "Problem", "parse_dim"]
+__all__ = ["DType", "Layout", "MAX_DIM", "Problem", "nk_pattern", "parse_dim"]
 
 # Triton and torch index with int32 in places; 2**31 - 1 elements along one dim is the ceiling.
 MAX_DIM = 2**31 - 1
@@ -94,6 +94,13 @@ def parse_dim(field: str, value: object) -> int:
     if not 1 <= value <= MAX_DIM:
         raise ValueError(f"{field}={value} is out of range; allowed 1..{MAX_DIM}")
     return value
+
+
+def nk_pattern(n: int, k: int) -> str:
+    """Whether N and K are multiples of 16, as the collector names pointer patterns: ``"16-x"`` is N a multiple of 16
+    and K not. Alignment changes which configurations are fast (tensor descriptors, vectorised loads), so the OOD
+    check's neighbourhoods and the promotion rule's groups are per pattern."""
+    return f"{'16' if n % 16 == 0 else 'x'}-{'16' if k % 16 == 0 else 'x'}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from tilecost.config import KernelVariant, TileConfig
 from tilecost.device import DeviceSpec
 from tilecost.features import ConfigArrays
 from tilecost.predict.feasibility import SpaceColumns, feasible_mask
-from tilecost.problem import Problem
+from tilecost.problem import Problem, nk_pattern
 from tilecost.space import config_space
 
 from .baselines import fixed_choice, roofline_order, tutorial_choice
@@ -42,12 +42,23 @@ from .baselines import fixed_choice, roofline_order, tutorial_choice
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BASELINES", "Evaluation", "ProblemResult", "evaluate_predictions", "problem_groups"]
+__all__ = [
+    "BASELINES",
+    "GROUP_MIN_PROBLEMS",
+    "Evaluation",
+    "GroupGain",
+    "ProblemResult",
+    "alignment_group",
+    "evaluate_predictions",
+    "problem_groups",
+]
 
 BASELINES = ("fixed", "tutorial", "roofline")
 SKINNY_M = 64
 SMALL_FLOP = 1e10
 TOP_K = 5
+# A group of fewer held-out problems is not judged on its own by :meth:`Evaluation.paired_group_gains`.
+GROUP_MIN_PROBLEMS = 8
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,34 @@ def problem_groups(problem: Problem) -> list[tuple[str, str]]:
     groups.append(("unaligned", "N or K % 16 != 0") if unaligned else ("aligned", "N, K % 16 == 0"))
     groups.append(("small", "2MNK < 1e10") if problem.flops < SMALL_FLOP else ("large", "2MNK >= 1e10"))
     return groups
+
+
+def alignment_group(problem: Problem) -> str:
+    """The group :meth:`Evaluation.paired_group_gains` judges a problem in: its dtype, layout and pattern of N and K
+    modulo 16 (``"bf16 nt 16-x"``). The groups partition the problems, and are where targeted data goes and where
+    the shipped model's answers differed most (BENCHMARKS §5, fortieth session)."""
+    return f"{problem.dtype.value} {problem.layout.value} {nk_pattern(problem.n, problem.k)}"
+
+
+@dataclass(frozen=True)
+class GroupGain:
+    """The paired top-1 gain of one model over another on one :func:`alignment_group`'s problems: the ratio of the
+    geometric means and its bootstrap interval, at the level the comparison of every group holds jointly."""
+
+    group: str
+    problems: int
+    ratio: float
+    low: float
+    high: float
+    level: float
+
+    @property
+    def verdict(self) -> str:
+        """``"better"`` (the interval above 1), ``"worse"`` (below 1) or ``"level"``."""
+        return "better" if self.low > 1.0 else "worse" if self.high < 1.0 else "level"
+
+    def __str__(self) -> str:
+        return f"{self.group} ({self.problems}) x{self.ratio:.4f} (x{self.low:.4f}-x{self.high:.4f})"
 
 
 def _check_bootstrap(level: float, draws: int) -> None:
@@ -173,6 +212,36 @@ class Evaluation:
             raise ValueError("the two evaluations share no problem; compare models on the same problems")
         diff = np.log([a for a, _ in pairs]) - np.log([b for _, b in pairs])
         return (float(np.exp(diff.mean())), *_geomean_interval(diff, level, draws, seed))
+
+    def paired_group_gains(
+        self,
+        other: Evaluation,
+        level: float = 0.90,
+        min_problems: int = GROUP_MIN_PROBLEMS,
+        draws: int = 4000,
+        seed: int = 0,
+    ) -> tuple[GroupGain, ...]:
+        """:meth:`paired_top1_gain` within each :func:`alignment_group` that holds at least ``min_problems`` of the
+        problems both scored, sorted by group. Each interval is taken at the Bonferroni level ``1 - (1 - level) /
+        groups``, so that the chance that *any* group's interval leaves out 1 when neither model is better in any
+        group stays below ``1 - level``: with 20 groups at 90% each, two would by chance."""
+        _check_bootstrap(level, draws)
+        if min_problems < 2:
+            raise ValueError(f"min_problems={min_problems} must be >= 2 (one problem has no interval)")
+        theirs = {r.problem.key: r.top1 for r in other.problems}
+        diffs: dict[str, list[float]] = {}
+        for r in self.problems:
+            if r.problem.key in theirs:
+                diffs.setdefault(alignment_group(r.problem), []).append(
+                    math.log(r.top1) - math.log(theirs[r.problem.key])
+                )
+        judged = {g: np.array(d) for g, d in sorted(diffs.items()) if len(d) >= min_problems}
+        joint = 1 - (1 - level) / max(len(judged), 1)
+        gains = []
+        for group, logs in judged.items():
+            low, high = _geomean_interval(logs, joint, draws, seed)
+            gains.append(GroupGain(group, len(logs), float(np.exp(logs.mean())), low, high, joint))
+        return tuple(gains)
 
     def score(self) -> tuple[float, float, float]:
         """What "better" means between two models on the same problems, compared in this order:

@@ -17,7 +17,8 @@ The alias ``champion`` of that registered model moves to the new version only wh
 current champion on the same evaluation: the champion is loaded and evaluated on the very problems
 the new model was, and the new one must win on :meth:`Evaluation.score` (top-1 geometric mean, then
 worst problem, then top-5) with a top-1 gain that the problems tell apart from no gain (its 90% paired
-bootstrap interval above 1: :func:`beats`; two fits of the same data differ by ±0.01-0.02 of top-1).
+bootstrap interval above 1: :func:`beats`; two fits of the same data differ by ±0.01-0.02 of top-1). The
+verdict also names the alignment groups (dtype, layout, N and K modulo 16) the new model is better or worse in.
 A champion trained on another feature schema or list cannot be scored by this code at all, so it is
 replaced, and the run says why.
 """
@@ -120,14 +121,21 @@ def _decide(
 
 
 def judge(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str, str]:
-    """:func:`beats`, with its figures in words: the two scores and the paired top-1 gain with its interval
-    ("0.9700/0.7500/0.9900 > 0.9690/...; top-1 x1.0010, 90% paired x1.0002-x1.0019")."""
+    """:func:`beats`, with its figures in words: the two scores, the paired top-1 gain with its interval, and the
+    alignment groups in which the new model is better or worse beyond chance (:meth:`Evaluation.paired_group_gains`;
+    reported, not deciding: :func:`beats`) ("0.9700/0.7500/0.9900 > 0.9690/...; top-1 x1.0010, 90% paired
+    x1.0002-x1.0019; better in bf16 nt 16-x (24) x1.0500 (x1.0100-x1.0950)")."""
     mine, other, gain = ours.score(), theirs.score(), ours.paired_top1_gain(theirs)
     promoted, words = _verdict(mine, other, gain)
+    groups = ours.paired_group_gains(theirs)
     detail = (
         f"{_fmt(mine)} {'>' if mine > other else '<='} {_fmt(other)};"
         f" top-1 x{gain[0]:.4f}, 90% paired x{gain[1]:.4f}-x{gain[2]:.4f}"
     )
+    for verdict in ("better", "worse"):
+        named = [str(g) for g in groups if g.verdict == verdict]
+        if named:
+            detail += f"; {verdict} in " + ", ".join(named)
     return promoted, words, detail
 
 
@@ -135,7 +143,11 @@ def beats(ours: Evaluation, theirs: Evaluation) -> tuple[bool, str]:
     """Whether ``ours`` beats ``theirs`` on the same problems: a better :meth:`Evaluation.score` (top-1, then
     worst, then top-5) *and* a top-1 gain whose 90% paired bootstrap interval lies above 1
     (:meth:`Evaluation.paired_top1_gain`), so that a refit that moved by the fit's own spread does not
-    replace the champion. Returns the verdict and its words ("beats champion" or "does not beat champion")."""
+    replace the champion. Returns the verdict and its words ("beats champion" or "does not beat champion").
+
+    The groups :func:`judge` names do not decide: judged by them (better in one group, worse in none, level
+    overall), refits on two random 90% subsets of the same training problems told one from the other in one pair of
+    three (BENCHMARKS §4, forty-first session), so such a rule would also promote the data's own noise."""
     promoted, words, _ = judge(ours, theirs)
     return promoted, words
 
