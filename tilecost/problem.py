@@ -99,7 +99,7 @@ def parse_dim(field: str, value: object) -> int:
 def nk_pattern(n: int, k: int) -> str:
     """Whether N and K are multiples of 16, as the collector names pointer patterns: ``"16-x"`` is N a multiple of 16
     and K not. Alignment changes which configurations are fast (tensor descriptors, vectorised loads), so the OOD
-    check's neighbourhoods and the promotion rule's groups are per pattern."""
+    check's neighbourhoods and the groups the promotion verdict names are per pattern."""
     return f"{'16' if n % 16 == 0 else 'x'}-{'16' if k % 16 == 0 else 'x'}"
 
 
