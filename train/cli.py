@@ -298,7 +298,10 @@ def register(sub: Any) -> None:
     """Add this package's subcommands to the CLI's subparsers. Imports nothing heavy."""
     p = sub.add_parser("train", help="fit the XGBoost cost model of a device class, evaluate, track, export")
     _add_data_options(p)
-    p.add_argument("--seed", type=int, default=0, help="XGBoost's sampling seed, recorded in the run (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="XGBoost's sampling seed, recorded in the run (default 0); it matters only with a --param that "
+                   "samples (subsample, colsample_bytree or hopeless_keep below 1): with the default settings every "
+                   "seed gives the same model")  # fmt: skip
     p.add_argument("--param", action="append", type=_param, help="CostModel parameter NAME=VALUE (repeatable)")
     p.add_argument("--n-jobs", type=int, default=None, help="XGBoost threads (default: all cores)")
     p.add_argument("--cv-folds", type=int, default=0, help="also run grouped K-fold CV over training problems")

@@ -17,7 +17,8 @@ The alias ``champion`` of that registered model moves to the new version only wh
 current champion on the same evaluation: the champion is loaded and evaluated on the very problems
 the new model was, and the new one must win on :meth:`Evaluation.score` (top-1 geometric mean, then
 worst problem, then top-5) with a top-1 gain that the problems tell apart from no gain (its 90% paired
-bootstrap interval above 1: :func:`beats`; two fits of the same data differ by ±0.01-0.02 of top-1). The
+bootstrap interval above 1: :func:`beats`; two fits of the same data differed by ±0.01-0.02 of top-1 with the
+tenth session's subsampling; today's settings sample nothing, and refits differ by the data they see). The
 verdict also names the alignment groups (dtype, layout, N and K modulo 16) the new model is better or worse in.
 A champion trained on another feature schema or list cannot be scored by this code at all, so it is
 replaced, and the run says why.
