@@ -206,12 +206,17 @@ class Evaluation:
         cancels out). Two fits of the same data differ by ±0.01-0.02 of top-1 on the H200's held-out problems
         (BENCHMARKS §4, tenth session); an interval that holds 1 does not tell the two apart."""
         _check_bootstrap(level, draws)
-        theirs = {r.problem.key: r.top1 for r in other.problems}
-        pairs = [(r.top1, theirs[r.problem.key]) for r in self.problems if r.problem.key in theirs]
-        if not pairs:
+        _, diff = self._paired_logs(other)
+        if not len(diff):
             raise ValueError("the two evaluations share no problem; compare models on the same problems")
-        diff = np.log([a for a, _ in pairs]) - np.log([b for _, b in pairs])
         return (float(np.exp(diff.mean())), *_geomean_interval(diff, level, draws, seed))
+
+    def _paired_logs(self, other: Evaluation) -> tuple[list[Problem], np.ndarray]:
+        """The problems both evaluations scored, in this one's order, and ln(this top-1 / ``other``'s) for each."""
+        theirs = {r.problem.key: r.top1 for r in other.problems}
+        shared = [r for r in self.problems if r.problem.key in theirs]
+        diff = np.log([r.top1 for r in shared]) - np.log([theirs[r.problem.key] for r in shared])
+        return [r.problem for r in shared], np.asarray(diff, dtype=np.float64)
 
     def paired_group_gains(
         self,
@@ -228,13 +233,10 @@ class Evaluation:
         _check_bootstrap(level, draws)
         if min_problems < 2:
             raise ValueError(f"min_problems={min_problems} must be >= 2 (one problem has no interval)")
-        theirs = {r.problem.key: r.top1 for r in other.problems}
+        problems, diff = self._paired_logs(other)
         diffs: dict[str, list[float]] = {}
-        for r in self.problems:
-            if r.problem.key in theirs:
-                diffs.setdefault(alignment_group(r.problem), []).append(
-                    math.log(r.top1) - math.log(theirs[r.problem.key])
-                )
+        for problem, value in zip(problems, diff, strict=True):
+            diffs.setdefault(alignment_group(problem), []).append(value)
         judged = {g: np.array(d) for g, d in sorted(diffs.items()) if len(d) >= min_problems}
         joint = 1 - (1 - level) / max(len(judged), 1)
         gains = []
