@@ -6,7 +6,8 @@ Never imports torch, triton, mlflow, pandas, xgboost or tilecost.train: it runs 
 Modules: ``artifact`` (the artifact format), ``trees`` (XGBoost JSON evaluated in numpy),
 ``feasibility`` (the candidate rules as array arithmetic), ``scoring`` (a group's candidates scored
 with the model), ``shortlist`` and ``export`` (what is precomputed at export), ``ood``
-(out-of-distribution verdicts and their calibration), ``dispatch`` (run-time dispatch rules),
+(out-of-distribution verdicts and their calibration), ``answer_calibration`` (the flags fitted on the
+predictor's own held-out answers), ``dispatch`` (run-time dispatch rules),
 ``querylog`` (the opt-in log of flagged queries, :class:`QueryLog`), ``predictor``
 (:class:`Predictor`, :func:`predict_best`, :func:`rank`), ``autotune`` (pruning for
 ``triton.autotune``).

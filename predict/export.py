@@ -13,7 +13,8 @@ in ``metadata.files``. Two files come back:
     per prefix width, ``default_width``: the width the predictor scores by default), and the run-time
     dispatch rule of :mod:`tilecost.predict.dispatch`; then the model-side out-of-distribution rules
     of :mod:`tilecost.predict.ood`, fitted on the held-out problems whose fractions ``metadata.ood``
-    carries (none without them).
+    carries (none without them); training then fits both sides of the flags again on the written predictor's own
+    answers (:mod:`tilecost.predict.answer_calibration`).
 ``shortlists.npz``
     per group, ``<group>.table`` and ``<group>.lists`` of :class:`~.shortlist.ShortlistTable`
     (plain integer arrays; read with ``allow_pickle=False``).
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -194,27 +195,36 @@ def prepare_artifact_files(
         arrays[f"{name}.table"], arrays[f"{name}.lists"] = table.table, table.lists
         for problem in heldout:
             if (problem.dtype, problem.layout) == (first.dtype, first.layout):
-                calibration.append(_calibration_row(problem, group, table, min(default_width, list_width), domain))
+                calibration.append(calibration_row(problem, group, table, min(default_width, list_width), domain))
     header: dict[str, Any] = {"format": PREDICTOR_FORMAT, "groups": described}
     if calibration:
-        good_fraction = float(metadata.ood.get("good_top1_fraction", 0.90))
-        rules, stats = fit_flag_rules(
-            [signals for _, signals, _ in calibration], [heldout[p] < good_fraction for p, _, _ in calibration],
-            [already for _, _, already in calibration],
-            max_good_flagged=float(metadata.ood.get("max_good_flagged", 0.10)),
-        )  # fmt: skip
-        header["ood"] = {"rules": [r.to_dict() for r in rules], "calibration": stats}
+        header["ood"] = model_side_ood(calibration, heldout, metadata.ood)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types the kwargs as allow_pickle
     return {PREDICTOR_FILE: json.dumps(header, indent=1, sort_keys=True).encode(), SHORTLISTS_FILE: buffer.getvalue()}
+
+
+def model_side_ood(
+    calibration: Sequence[tuple[Problem, Mapping[str, float], bool]], fractions: Mapping[Problem, float],
+    ood: Mapping[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """``predictor.json``'s ``"ood"``: the model-side rules :func:`~.ood.fit_flag_rules` fits on the held-out
+    problems' calibration rows (:func:`calibration_row`), a problem bad when its fraction in ``fractions`` is below
+    ``ood``'s ``good_top1_fraction``, with ``ood``'s false-flag budget, and how they separate them."""
+    good_fraction = float(ood.get("good_top1_fraction", 0.90))
+    rules, stats = fit_flag_rules(
+        [signals for _, signals, _ in calibration], [fractions[p] < good_fraction for p, _, _ in calibration],
+        [already for _, _, already in calibration], max_good_flagged=float(ood.get("max_good_flagged", 0.10)),
+    )  # fmt: skip
+    return {"rules": [r.to_dict() for r in rules], "calibration": stats}
 
 
 def _problems(shapes: np.ndarray, like: Problem) -> list[Problem]:
     return [Problem(int(m), int(n), int(k), like.dtype, like.layout) for m, n, k in shapes]
 
 
-def _calibration_row(
-    problem: Problem, group: GroupScorer, table: ShortlistTable, width: int, domain: OODChecker
+def calibration_row(
+    problem: Problem, group: GroupScorer, table: ShortlistTable, width: int | None, domain: OODChecker
 ) -> tuple[Problem, dict[str, float], bool]:
     """A held-out problem's signals as the predictor computes them (its list's first ``width``
     members scored, the rest when their best sits late: :meth:`ShortlistTable.cut`), and whether the

@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/reexport.py [--recalibrate | --recalibrate-on DATASET] SOURCE_ARTIFACT TARGET_DIR
         [SETTINGS_JSON]   (~25 min on this 2-core machine)
+    .venv/bin/python scripts/reexport.py --answers-on DATASET SOURCE_ARTIFACT TARGET_DIR   (~1 min)
 
 ``SETTINGS_JSON``: keyword arguments of :func:`~tilecost.predict.prepare_artifact_files` (e.g. ``'{"samples": 400}'``);
 the defaults, which ``tilecost train --export-dir`` uses, without it.
@@ -20,7 +21,16 @@ for a change of the calibration (the twenty-seventh session's significance test)
 than the stored fractions: the artifact's own model scores every candidate of each, as ``tilecost train`` evaluates a
 new model, and the fractions, the calibration and the model-side rules are fitted on them (the fortieth session: the
 pattern neighbourhood, fitted on the 575 held-out problems measured by then, where the shipped artifact stored 475).
-Every held-out problem must lie outside the artifact's training domain.
+Every held-out problem must lie outside the artifact's training domain. Since the forty-second session the flags are
+then fitted again on the re-exported predictor's own answers to those problems, as ``tilecost train --export-dir``
+fits them (:mod:`tilecost.predict.answer_calibration`).
+
+``--answers-on DATASET``: nothing is recomputed but the flags: SOURCE is copied to TARGET_DIR as it is and its
+out-of-distribution flags (shape side and model side) are fitted on the answers its predictor gives the held-out
+problems of DATASET (:func:`~tilecost.predict.answer_calibration.calibrate_on_answers`): for an artifact whose flags
+were fitted on the full model's choices. An artifact whose flags were fitted on answers (``metadata.ood.labels``) is
+refused by ``--recalibrate``, whose stored fractions would then be the answers of lists a re-export rebuilds; a plain
+re-export keeps its flags and their labels as they are.
 """
 
 from __future__ import annotations
@@ -29,11 +39,16 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import xgboost as xgb
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tilecost.predict.answer_calibration import ANSWER_LABELS  # noqa: E402
 from tilecost.predict.artifact import ArtifactMetadata, load_artifact  # noqa: E402
 from tilecost.predict.ood import calibrate_ood  # noqa: E402
 from tilecost.problem import Problem  # noqa: E402
@@ -43,25 +58,52 @@ from tilecost.train.export import MEASURED_FILE, export_artifact, main_trees_sco
 def main(argv: list[str] | None = None) -> Path:
     args = sys.argv[1:] if argv is None else argv
     recalibrate = args[:1] == ["--recalibrate"]
-    dataset = args[1] if args[:1] == ["--recalibrate-on"] and len(args) > 1 else None
+    dataset = args[1] if args[:1] in (["--recalibrate-on"], ["--answers-on"]) and len(args) > 1 else None
+    answers_only = dataset is not None and args[0] == "--answers-on"
     args = args[1:] if recalibrate else args[2:] if dataset is not None else args
-    if len(args) not in (2, 3) or args[0].startswith("--"):
+    if len(args) not in ((2,) if answers_only else (2, 3)) or args[0].startswith("--"):
         raise SystemExit(__doc__)
     source, target = Path(args[0]), Path(args[1])
+    if answers_only:
+        assert dataset is not None
+        return answers_on(source, target, dataset)
     settings = json.loads(args[2]) if len(args) == 3 else None
     metadata, files = load_artifact(source)
     model = files[metadata.model_file]
     scorer = main_trees_scorer(xgb.Booster(model_file=bytearray(model)), metadata.level_trees)
     measured = json.loads(files[MEASURED_FILE])
     ood = metadata.ood
+    heldout = None
     if recalibrate:
         ood = recalibrated(metadata)
     elif dataset is not None:
-        ood = recalibrated_on(source, metadata, dataset)
+        heldout = heldout_rows(metadata, dataset, "--recalibrate-on")
+        ood = recalibrated_on(source, metadata, heldout)
     fresh = dataclasses.replace(metadata, files={}, ood=ood)
-    path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings)
+    path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings, heldout=heldout)
     print(f"re-exported {source} into {path}: {', '.join(written)}")
     return path
+
+
+def answers_on(source: Path, target: Path, dataset: str) -> Path:
+    """``--answers-on``: SOURCE copied to ``target`` unchanged, then its flags fitted on its answers to DATASET's
+    held-out problems."""
+    import shutil
+
+    from tilecost.predict.answer_calibration import calibrate_on_answers
+    from tilecost.train.answer_gate import artifact_answers
+
+    metadata, _ = load_artifact(source)  # checks the source before anything is written
+    heldout = heldout_rows(metadata, dataset, "--answers-on")
+    if target.exists():
+        raise SystemExit(f"--answers-on: {target} exists; name a new directory")
+    shutil.copytree(source, target)
+    after = calibrate_on_answers(target, artifact_answers(target, heldout).fractions)
+    stats = after.ood["calibration"]
+    print(f"flags of {source} fitted on its answers to {stats['heldout_problems']} held-out problems into {target}: "
+          f"{stats['bad_caught']} of {stats['bad_problems']} bad answers caught, "
+          f"{stats['good_flagged_rate']:.2%} of the good ones flagged (adopted: {stats['adopted']})")  # fmt: skip
+    return target
 
 
 def recalibrated(metadata: ArtifactMetadata) -> dict[str, object]:
@@ -70,6 +112,11 @@ def recalibrated(metadata: ArtifactMetadata) -> dict[str, object]:
     ood = metadata.ood
     if not ood.get("heldout_top1"):
         raise SystemExit("--recalibrate: the artifact stores no held-out top-1 fractions (metadata.ood.heldout_top1)")
+    if ood.get("labels") == ANSWER_LABELS:
+        raise SystemExit(
+            "--recalibrate: the stored held-out fractions are the answers of the lists a re-export rebuilds "
+            "(metadata.ood.labels); fit the flags on the new lists' answers with --recalibrate-on DATASET"
+        )
     heldout = {Problem.from_key(key): float(value) for key, value in ood["heldout_top1"].items()}
     training = [Problem.from_key(key) for key in metadata.domain["problems"]]
     return calibrate_ood(
@@ -78,24 +125,31 @@ def recalibrated(metadata: ArtifactMetadata) -> dict[str, object]:
     )  # fmt: skip
 
 
-def recalibrated_on(source: Path, metadata: ArtifactMetadata, dataset: str) -> dict[str, object]:
-    """``metadata.ood`` fitted on the held-out problems of ``dataset``, each scored over every candidate by the
-    artifact's own model (:func:`tilecost.train.export.ood_calibration`, as a fresh export fits it), on its
-    training domain."""
-    from tilecost.device import load_device
+def heldout_rows(metadata: ArtifactMetadata, dataset: str, option: str) -> pd.DataFrame:
+    """The timed rows of DATASET's held-out problems of the artifact's device class, none of them a problem the
+    artifact was trained on."""
     from tilecost.train.dataset import load_measurements
-    from tilecost.train.export import ood_calibration
-    from tilecost.train.loading import heldout_trained_on, load_artifact_model
-    from tilecost.train.pipeline import evaluate_model, split_by_role
+    from tilecost.train.loading import heldout_trained_on
+    from tilecost.train.pipeline import split_by_role
 
     _, heldout = split_by_role(load_measurements(dataset, metadata.device_class))
     if heldout.empty:
-        raise SystemExit(
-            f"--recalibrate-on {dataset}: the dataset holds no held-out problem of {metadata.device_class}"
-        )
+        raise SystemExit(f"{option} {dataset}: the dataset holds no held-out problem of {metadata.device_class}")
     seen = heldout_trained_on(metadata, heldout)
     if seen:
-        raise SystemExit(f"--recalibrate-on {dataset}: the artifact was trained on held-out problem(s) {seen[:5]}")
+        raise SystemExit(f"{option} {dataset}: the artifact was trained on held-out problem(s) {seen[:5]}")
+    return heldout
+
+
+def recalibrated_on(source: Path, metadata: ArtifactMetadata, heldout: pd.DataFrame) -> dict[str, object]:
+    """``metadata.ood`` fitted on the held-out problems of ``heldout``, each scored over every candidate by the
+    artifact's own model (:func:`tilecost.train.export.ood_calibration`, as a fresh export fits it before the
+    flags are fitted on its answers), on its training domain."""
+    from tilecost.device import load_device
+    from tilecost.train.export import ood_calibration
+    from tilecost.train.loading import load_artifact_model
+    from tilecost.train.pipeline import evaluate_model
+
     evaluation = evaluate_model(load_artifact_model(source)[0], heldout, load_device(metadata.device_class))
     return ood_calibration(evaluation, [Problem.from_key(key) for key in metadata.domain["problems"]])
 

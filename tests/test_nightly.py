@@ -91,6 +91,7 @@ def test_first_night_runs_every_step_promotes_and_exports(first_night, capsys) -
     assert metadata.fingerprint["gpu_name"] == SIMULATED_GPU_NAME
     lists = json.loads((Path(export["directory"]) / "predictor.json").read_text())["groups"]["bf16-nt"]["grid"]
     assert lists["samples"] == 4000  # --export-samples reached the export
+    assert metadata.ood["labels"] == "answers"  # its flags fitted on its own predictor's held-out answers
     report = (base / "state" / "2026-11-29" / "report.md").read_text()
     assert report.startswith("# tilecost nightly 2026-11-29: SIMULATED")
     assert "PROMOTED (no champion yet)" in report

@@ -397,10 +397,14 @@ def test_a_re_export_can_fit_the_calibration_on_a_dataset_s_held_out_problems(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``scripts/reexport.py --recalibrate-on DATASET``: ``metadata.ood`` fitted again on the held-out problems the
-    dataset holds, each scored by the artifact's own model, as the export of a freshly trained model fits it; a
-    dataset without held-out problems is refused."""
+    dataset holds, as the export of a freshly trained model fits it (the full model's choices for its settings, then
+    the re-exported predictor's answers); ``--answers-on DATASET`` fits the flags alone; a dataset without held-out
+    problems is refused."""
     from tests.test_train_fixtures import write_dataset
     from tilecost.cli import main as cli
+    from tilecost.train.answer_gate import artifact_answers
+    from tilecost.train.dataset import load_measurements
+    from tilecost.train.pipeline import split_by_role
 
     dataset = write_dataset(tmp_path / "ds")
     source = tmp_path / "source"
@@ -419,8 +423,22 @@ def test_a_re_export_can_fit_the_calibration_on_a_dataset_s_held_out_problems(
 
     path = module.main(["--recalibrate-on", str(dataset), str(source), str(tmp_path / "again"), json.dumps(settings)])
 
-    after, _ = load_artifact(path)
-    assert dict(after.ood) == dict(exported.ood)  # the training run's own calibration, fitted again
+    after, files = load_artifact(path)
+    # The training run's own calibration fitted again (its settings: the pattern neighbourhood, not the broken
+    # source's), then the flags fitted on the re-exported predictor's answers to the dataset's held-out problems.
+    heldout = split_by_role(load_measurements(dataset, "h200"))[1]
+    answers = artifact_answers(path, heldout).fractions
+    assert after.ood["labels"] == "answers" and after.ood["neighbourhood"] == exported.ood["neighbourhood"]
+    assert after.ood["heldout_top1"] == {k: round(min(1.0, f), 6) for k, f in answers.items()}
+    assert json.loads(files["predictor.json"])["ood"]["calibration"]["problems"] == len(answers)
+    # --answers-on fits the flags alone, on the answers of the lists as they are: here the same again.
+    again = module.main(["--answers-on", str(dataset), str(path), str(tmp_path / "answers")])
+    twice, twice_files = load_artifact(again)
+    assert dict(twice.ood) == dict(after.ood) and twice_files == files
+    with pytest.raises(SystemExit, match="exists; name a new directory"):
+        module.main(["--answers-on", str(dataset), str(path), str(again)])
+    with pytest.raises(SystemExit):  # no settings: nothing is re-exported
+        module.main(["--answers-on", str(dataset), str(path), str(tmp_path / "x"), json.dumps(settings)])
     with pytest.raises(SystemExit, match="holds no held-out problem of h200"):
         module.main(["--recalibrate-on", str(write_dataset(tmp_path / "no-heldout", heldout=())), str(source), "x"])
     with pytest.raises(SystemExit):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.predict.artifact import ArtifactMetadata, save_artifact
+from tilecost.predict.export import SHORTLISTS_FILE
 from tilecost.problem import DType, Layout, Problem
 
 if TYPE_CHECKING:
@@ -220,10 +221,17 @@ def export_artifact(
     *,
     scorer: Any = None,
     settings: Mapping[str, Any] | None = None,
+    heldout: pd.DataFrame | None = None,
 ) -> tuple[Path, list[str]]:
     """Write the artifact to ``directory``; returns it and the names of the files written besides
     the booster and the sidecar. ``model``: the booster's UBJSON (written as ``model.ubj``) or JSON
-    (``model.json``), as ``Booster.save_raw`` gives them. ``scorer``, ``settings``: see :func:`_predictor_files`."""
+    (``model.json``), as ``Booster.save_raw`` gives them. ``scorer``, ``settings``: see :func:`_predictor_files`.
+
+    ``heldout``: the held-out rows (:func:`~tilecost.train.pipeline.split_by_role`'s second frame). With them, once
+    the artifact is written, its out-of-distribution flags are fitted again on the answers its predictor gives those
+    problems (:func:`tilecost.predict.answer_calibration.calibrate_on_answers`), which is what the flags are judged
+    by; ``metadata``'s calibration (the full model's choices, :func:`ood_calibration`) gives its settings. Not when
+    the predictor's precomputation wrote no shortlists (there would be no predictor's answers to fit them on)."""
     extra = {MEASURED_FILE: measured_file(measured)}
     predictor = _predictor_files(model, metadata, scorer, settings)
     clash = sorted(set(predictor) & set(extra))
@@ -231,4 +239,10 @@ def export_artifact(
         raise ValueError(f"prepare_artifact_files returned {clash}, which training writes itself")
     extra.update(predictor)
     path = save_artifact(directory, model, metadata, extra)
+    if heldout is not None and not heldout.empty and metadata.ood and SHORTLISTS_FILE in predictor:
+        from tilecost.predict.answer_calibration import calibrate_on_answers
+
+        from .answer_gate import artifact_answers
+
+        calibrate_on_answers(path, artifact_answers(path, heldout).fractions)
     return path, sorted(extra)

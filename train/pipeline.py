@@ -342,8 +342,9 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, sample
     scorer = main_trees_scorer(result.model.booster_, result.model.level_trees_)  # training is over by now
     settings = None if samples is None else {"samples": samples}
     measured = measured_database(candidate_rows(m.frame))
+    heldout = m.subset("heldout") if result.evaluation is not None else None
     path, files = export_artifact(
-        directory, result.model.model_ubjson(), metadata, measured, scorer=scorer, settings=settings
+        directory, result.model.model_ubjson(), metadata, measured, scorer=scorer, settings=settings, heldout=heldout
     )
     result.artifact_dir = path
     result.artifact_files = files
