@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.test_train_fixtures import HELDOUT_PROBLEMS, write_dataset
+from tests.test_train_fixtures import HELDOUT_PROBLEMS, TRAIN_PROBLEMS, write_dataset
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.problem import Problem
 from tilecost.train.pipeline import train_device_class
@@ -87,6 +88,16 @@ def test_run_logs_params_metrics_dataset_and_feature_schema(runs) -> None:
     assert schema == {"feature_names": list(FEATURE_NAMES), "feature_schema_version": FEATURE_SCHEMA_VERSION}
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"evaluation.txt", "predictor_artifact"} <= artifacts
+    # What it was trained on and judged by, as sorted problem keys with their digests (parameter and version tag).
+    for name, expected in (("training", TRAIN_PROBLEMS), ("evaluation", HELDOUT_PROBLEMS + EXTRA_HELDOUT)):
+        keys = json.loads(Path(client.download_artifacts(run.info.run_id, f"{name}_problems.json")).read_text())
+        assert keys == {"problems": sorted(p.key for p in expected)}
+        digest = hashlib.sha256("\n".join(keys["problems"]).encode()).hexdigest()
+        assert run.data.params[f"{name}_problems_sha256"] == digest
+        assert (
+            client.get_model_version("tilecost-h200", strong.run.model_version).tags[f"{name}_problems_sha256"]
+            == digest
+        )
 
 
 def test_registered_model_versions_carry_their_target_and_schema(runs) -> None:

@@ -276,6 +276,7 @@ def train_device_class(
                 params=params, metrics=metrics, evaluation=evaluation, evaluate_champion=evaluate_champion,
                 dataset_root=str(dataset), dataset_digest=measurements.digest, artifact_dir=result.artifact_dir,
                 report=result.report(), level_trees=model.level_trees_,
+                training_problems=train["problem_key"].unique().tolist(),
             )  # fmt: skip
     return result
 

@@ -10,6 +10,11 @@ Each run goes to the experiment ``tilecost-<device class>`` of the tracking stor
 * the dataset as an MLflow input: its source, and a digest over the Parquet files read (the
   full SHA-256 also as the ``dataset_digest`` parameter);
 * the feature schema (``feature_schema.json``: FEATURE_NAMES and FEATURE_SCHEMA_VERSION);
+* the problems: ``training_problems.json`` and ``evaluation_problems.json`` (sorted problem keys), and the SHA-256 of
+  each list as a parameter and a tag of the registered version (``training_problems_sha256``,
+  ``evaluation_problems_sha256``), so that two versions can be compared on what each was trained on (the training
+  keys since the forty-second session: a promotion rule that judges only the groups a refit's new data aimed at needs
+  them);
 * the booster through ``mlflow.xgboost.log_model`` (JSON format), registered as a new version of
   the model ``tilecost-<device class>``, and the exported predictor artifact.
 
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,8 +198,10 @@ def log_training_run(
     artifact_dir: Path | None,
     report: str,
     level_trees: int = 0,
+    training_problems: Sequence[str] = (),
 ) -> RunRecord:
-    """Log one training run and decide the champion (module docstring). Returns what was recorded."""
+    """Log one training run and decide the champion (module docstring). Returns what was recorded.
+    ``training_problems``: the keys of the problems the booster was fitted on (any order)."""
     import mlflow
     import mlflow.xgboost
     from mlflow import MlflowClient
@@ -205,7 +212,9 @@ def log_training_run(
     name = experiment_name(device_class)
     mlflow.set_experiment(name)
     problems = sorted(r.problem.key for r in evaluation.problems)
-    eval_digest = hashlib.sha256("\n".join(problems).encode()).hexdigest()
+    eval_digest = _keys_digest(problems)
+    trained = sorted(set(training_problems))
+    train_digest = _keys_digest(trained)
     with mlflow.start_run(run_name=f"train-{device_class}") as run:
         mlflow.log_params({k: v for k, v in params.items() if v is not None})
         mlflow.log_params(
@@ -214,6 +223,7 @@ def log_training_run(
                 "feature_schema_version": FEATURE_SCHEMA_VERSION,
                 "target": target,
                 "evaluation_problems_sha256": eval_digest,
+                "training_problems_sha256": train_digest,
             }
         )
         mlflow.log_metrics(dict(metrics))
@@ -229,6 +239,7 @@ def log_training_run(
             "feature_schema.json",
         )
         mlflow.log_dict({"problems": problems}, "evaluation_problems.json")
+        mlflow.log_dict({"problems": trained}, "training_problems.json")
         mlflow.log_text(report, "evaluation.txt")
         if artifact_dir is not None:
             mlflow.log_artifacts(str(artifact_dir), artifact_path="predictor_artifact")
@@ -243,6 +254,7 @@ def log_training_run(
             "feature_names_sha256": feature_names_digest(),
             "dataset_digest": dataset_digest,
             "evaluation_problems_sha256": eval_digest,
+            "training_problems_sha256": train_digest,
             "heldout_top1_geomean": f"{evaluation.summary()['top1_geomean']:.6f}",
             "level_trees": str(level_trees),
         }
@@ -262,6 +274,11 @@ def log_training_run(
         mlflow.set_tags({"champion_decision": reason, "promoted": str(promoted).lower()})
         client.set_model_version_tag(name, version, "champion_decision", reason)
         return RunRecord(uri, name, run.info.run_id, name, version, promoted, reason, theirs)
+
+
+def _keys_digest(keys: Sequence[str]) -> str:
+    """SHA-256 of sorted problem keys, one a line (the digest of an empty list for none)."""
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()
 
 
 def describe(record: RunRecord) -> str:
