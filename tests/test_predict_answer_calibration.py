@@ -23,11 +23,11 @@ artifact = fixtures.artifact  # the session fixtures, shared by the predictor's 
 dataset = fixtures.dataset
 
 
-def answer_fractions(directory: Path, data: Dataset) -> dict[str, float]:
+def answer_fractions(directory: Path, data: Dataset, problems: list[Problem] | None = None) -> dict[str, float]:
     """Each held-out problem's best measured time over its answer's (0: never timed), as the benchmark scores it."""
     predictor = Predictor.load(directory, triton_version=None)  # judged as on the device that measured
     out = {}
-    for problem in data.problems("heldout"):
+    for problem in data.problems("heldout") if problems is None else problems:
         answer = predictor.predict_best(problem, measured=False).config.key
         best = min(data.times(problem).values())
         out[problem.key] = best / data.times(problem, ("ok", "hopeless")).get(answer, math.inf)
@@ -127,3 +127,25 @@ def test_a_training_problem_is_no_held_out_answer(artifact: Path, tmp_path: Path
 
     with pytest.raises(ValueError, match=f"{trained} is one of the artifact's training problems"):
         calibrate_on_answers(directory, {trained: 1.0})
+
+
+def test_an_artifact_without_the_predictor_s_lists_gets_the_shape_side_alone(
+    artifact: Path, dataset: Dataset, tmp_path: Path
+) -> None:
+    """Without ``predictor.json`` and the shortlists the predictor scores every candidate: its answers calibrate the
+    shape side, and no model-side file is made up."""
+    from tilecost.predict.artifact import save_artifact
+
+    metadata, files = load_artifact(artifact)
+    model = files.pop(metadata.model_file)
+    bare = {name: blob for name, blob in files.items() if name not in ("predictor.json", "shortlists.npz")}
+    directory = save_artifact(tmp_path / "bare", model, metadata, bare)
+    problems = dataset.problems("heldout")[:12]  # every candidate scored: a few problems keep it quick
+    fractions = answer_fractions(directory, dataset, problems)
+
+    after = calibrate_on_answers(directory, fractions)
+
+    _, written = load_artifact(directory)
+    assert set(written) == set(bare) | {metadata.model_file}
+    assert after.ood["labels"] == ANSWER_LABELS
+    assert after.ood["heldout_top1"] == {k: round(min(1.0, f), 6) for k, f in fractions.items()}
