@@ -15,6 +15,11 @@ groups`` so that the chance of any group's interval excluding 1 by chance stays 
 Either side may be ``models:/NAME/VERSION`` of an MLflow store (``--tracking-uri``). Refits on random subsets of the
 same training problems (``drop_training_subset.py``) are what a promotion rule must not promote: their differences are
 the data's own noise. (Two fits that differ only by ``--seed`` are the same model: the fit samples nothing.)
+
+``--targeted RATIO`` (forty-second session; both sides artifact directories, whose ``metadata.domain`` lists the
+training problems): the groups whose training problems grew at least RATIO-fold from champion to challenger are the
+*targeted* ones, and only they are judged, at the Bonferroni level over their number: the rule the forty-first
+session's notes proposed, under which a refit on a random subset of the same problems has no targeted group at all.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ def main() -> None:
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
     parser.add_argument("--min-problems", type=int, default=8)
     parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--targeted", type=float, default=None, metavar="RATIO")
     args = parser.parse_args()
 
     from train.evaluate import alignment_group
@@ -69,6 +75,46 @@ def main() -> None:
         g = gains[group]
         verdict = "-" if g.verdict == "level" else g.verdict
         print(f"{group:<22} {g.problems:>4} {a:>6.3f} {b:>6.3f} {g.ratio:>7.4f} {g.low:>7.4f} {g.high:>7.4f} {verdict}")
+    if args.targeted is not None:
+        targeted(args, ours, theirs, members)
+
+
+def targeted(args: argparse.Namespace, ours, theirs, members) -> None:  # noqa: ANN001
+    """The targeted groups (``--targeted``) and their Bonferroni intervals."""
+    from tilecost.predict.artifact import load_artifact
+    from tilecost.problem import Problem
+    from train.evaluate import _geomean_interval, alignment_group
+
+    def counts(directory: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for key in load_artifact(directory)[0].domain["problems"]:
+            group = alignment_group(Problem.from_key(key))
+            out[group] = out.get(group, 0) + 1
+        return out
+
+    before, after = counts(args.champion), counts(args.challenger)
+    aimed = sorted(
+        g
+        for g in after
+        if after[g] >= args.targeted * before.get(g, 0) and len(members.get(g, ())) >= args.min_problems
+    )
+    print(f"\ntraining problems per group, champion -> challenger; targeted: grew >= x{args.targeted:g} "
+          f"with >= {args.min_problems} held-out problems")  # fmt: skip
+    for group in sorted(set(before) | set(after)):
+        mark = "targeted" if group in aimed else ""
+        print(f"{group:<22} {before.get(group, 0):>5} -> {after.get(group, 0):>5} {mark}")
+    if not aimed:
+        print("no targeted group: the rule has nothing to judge")
+        return
+    problems, diff = ours._paired_logs(theirs)
+    joint = 1 - (1 - LEVEL) / len(aimed)
+    print(f"{len(aimed)} targeted group(s), each at {joint:.4f}")
+    for group in aimed:
+        logs = np.array([d for p, d in zip(problems, diff, strict=True) if alignment_group(p) == group])
+        low, high = _geomean_interval(logs, joint, 4000, 0)
+        verdict = "better" if low > 1 else "worse" if high < 1 else "-"
+        gain = float(np.exp(logs.mean()))
+        print(f"{group:<22} {len(logs):>4} x{gain:.4f} ({joint:.2%} x{low:.4f}-x{high:.4f}) {verdict}")
 
 
 if __name__ == "__main__":
