@@ -53,18 +53,19 @@ def calibrate_on_answers(directory: str | Path, fractions: Mapping[str, float]) 
     directory = Path(directory)
     metadata, files = load_artifact(directory)
     problems = _checked(fractions, metadata)
+    labels = {p: min(1.0, float(fractions[p.key])) for p in problems}
     ood = metadata.ood
     training = [Problem.from_key(key) for key in metadata.domain.get("problems", ())]
     settings: dict[str, Any] = {
         "good_fraction": float(ood.get("good_top1_fraction", 0.90)),
         "max_good_flagged": float(ood.get("max_good_flagged", 0.10)),
     }
-    for key, name, kind in (("neighbours", "neighbours", int), ("neighbourhood", "neighbourhood", str)):
-        if key in ood:
-            settings[name] = kind(ood[key])
+    for name, kind in (("neighbours", int), ("neighbourhood", str)):
+        if name in ood:
+            settings[name] = kind(ood[name])
     if "max_p_value" in ood.get("calibration", {}):
         settings["max_p_value"] = float(ood["calibration"]["max_p_value"])
-    shape_side = calibrate_ood(problems, [min(1.0, float(fractions[p.key])) for p in problems], training, **settings)
+    shape_side = calibrate_ood(problems, [labels[p] for p in problems], training, **settings)
     shape_side["labels"] = ANSWER_LABELS
     # The model-side rules, on the signals the predictor computes for each answer (its groups with shortlists, as the
     # export fits them), the shape-side flags now being the new ones.
@@ -80,7 +81,6 @@ def calibrate_on_answers(directory: str | Path, fractions: Mapping[str, float]) 
     if PREDICTOR_FILE in files:  # an artifact without the predictor's precomputation has no model-side rules
         header = json.loads(files[PREDICTOR_FILE])
         if rows:
-            labels = {p: min(1.0, float(fractions[p.key])) for p in problems}
             header["ood"] = model_side_ood(rows, labels, shape_side)
         else:
             header.pop("ood", None)
