@@ -289,6 +289,10 @@ def test_group_gains_are_per_alignment_group_at_the_joint_level() -> None:
     assert aligned.low < 1 < aligned.high and aligned.verdict == "level"
     with pytest.raises(ValueError, match="min_problems=1"):
         _judged(CHAMPION).paired_group_gains(_judged(CHAMPION), min_problems=1)
+    # Judging only some groups: the joint level is shared among those alone (one group: 90% itself).
+    (only,) = _judged(_challenger(0.05, 1.1)).paired_group_gains(_judged(CHAMPION), groups=["bf16 nt 16-x"])
+    assert (only.group, only.problems, only.verdict) == ("bf16 nt 16-x", 10, "better")
+    assert only.level == pytest.approx(0.90)
 
 
 def test_the_verdict_names_the_groups_that_moved_and_they_do_not_decide() -> None:

@@ -24,7 +24,7 @@ answer it, but its time still counts for the best: a rule that refused a problem
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -225,11 +225,13 @@ class Evaluation:
         min_problems: int = GROUP_MIN_PROBLEMS,
         draws: int = 4000,
         seed: int = 0,
+        groups: Collection[str] | None = None,
     ) -> tuple[GroupGain, ...]:
         """:meth:`paired_top1_gain` within each :func:`alignment_group` that holds at least ``min_problems`` of the
-        problems both scored, sorted by group. Each interval is taken at the Bonferroni level ``1 - (1 - level) /
-        groups``, so that the chance that *any* group's interval leaves out 1 when neither model is better in any
-        group stays below ``1 - level``: with 20 groups at 90% each, two would by chance."""
+        problems both scored (of ``groups`` only, when given), sorted by group. Each interval is taken at the
+        Bonferroni level ``1 - (1 - level) / groups judged``, so that the chance that *any* group's interval leaves out
+        1 when neither model is better in any group stays below ``1 - level``: with 20 groups at 90% each, two would
+        by chance."""
         _check_bootstrap(level, draws)
         if min_problems < 2:
             raise ValueError(f"min_problems={min_problems} must be >= 2 (one problem has no interval)")
@@ -237,7 +239,11 @@ class Evaluation:
         diffs: dict[str, list[float]] = {}
         for problem, value in zip(problems, diff, strict=True):
             diffs.setdefault(alignment_group(problem), []).append(value)
-        judged = {g: np.array(d) for g, d in sorted(diffs.items()) if len(d) >= min_problems}
+        judged = {
+            g: np.array(d)
+            for g, d in sorted(diffs.items())
+            if len(d) >= min_problems and (groups is None or g in groups)
+        }
         joint = 1 - (1 - level) / max(len(judged), 1)
         gains = []
         for group, logs in judged.items():

@@ -83,7 +83,7 @@ def targeted(args: argparse.Namespace, ours, theirs, members) -> None:  # noqa: 
     """The targeted groups (``--targeted``) and their Bonferroni intervals."""
     from tilecost.predict.artifact import load_artifact
     from tilecost.problem import Problem
-    from train.evaluate import _geomean_interval, alignment_group
+    from train.evaluate import alignment_group
 
     def counts(directory: str) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -106,15 +106,11 @@ def targeted(args: argparse.Namespace, ours, theirs, members) -> None:  # noqa: 
     if not aimed:
         print("no targeted group: the rule has nothing to judge")
         return
-    problems, diff = ours._paired_logs(theirs)
-    joint = 1 - (1 - LEVEL) / len(aimed)
-    print(f"{len(aimed)} targeted group(s), each at {joint:.4f}")
-    for group in aimed:
-        logs = np.array([d for p, d in zip(problems, diff, strict=True) if alignment_group(p) == group])
-        low, high = _geomean_interval(logs, joint, 4000, 0)
-        verdict = "better" if low > 1 else "worse" if high < 1 else "-"
-        gain = float(np.exp(logs.mean()))
-        print(f"{group:<22} {len(logs):>4} x{gain:.4f} ({joint:.2%} x{low:.4f}-x{high:.4f}) {verdict}")
+    gains = ours.paired_group_gains(theirs, LEVEL, args.min_problems, groups=aimed)
+    print(f"{len(gains)} targeted group(s), each at {gains[0].level:.4f}")
+    for g in gains:
+        verdict = "-" if g.verdict == "level" else g.verdict
+        print(f"{g.group:<22} {g.problems:>4} x{g.ratio:.4f} ({g.level:.2%} x{g.low:.4f}-x{g.high:.4f}) {verdict}")
 
 
 if __name__ == "__main__":
