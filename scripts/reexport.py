@@ -57,16 +57,16 @@ from tilecost.train.export import MEASURED_FILE, export_artifact, main_trees_sco
 
 def main(argv: list[str] | None = None) -> Path:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--answers-on"]:
+        if len(args) != 4 or args[2].startswith("--"):
+            raise SystemExit(__doc__)
+        return answers_on(Path(args[2]), Path(args[3]), args[1])
     recalibrate = args[:1] == ["--recalibrate"]
-    dataset = args[1] if args[:1] in (["--recalibrate-on"], ["--answers-on"]) and len(args) > 1 else None
-    answers_only = dataset is not None and args[0] == "--answers-on"
+    dataset = args[1] if args[:1] == ["--recalibrate-on"] and len(args) > 1 else None
     args = args[1:] if recalibrate else args[2:] if dataset is not None else args
-    if len(args) not in ((2,) if answers_only else (2, 3)) or args[0].startswith("--"):
+    if len(args) not in (2, 3) or args[0].startswith("--"):
         raise SystemExit(__doc__)
     source, target = Path(args[0]), Path(args[1])
-    if answers_only:
-        assert dataset is not None
-        return answers_on(source, target, dataset)
     settings = json.loads(args[2]) if len(args) == 3 else None
     metadata, files = load_artifact(source)
     model = files[metadata.model_file]
