@@ -67,10 +67,9 @@ def climb(start: int, times: dict[int, float], scored: set[int], table: list[lis
     seen = set(scored)
     here = start
     for _ in range(steps):
-        fresh = [j for j in table[here] if j in times and j not in seen]
-        seen.update(fresh)
-        near = [here, *fresh, *(j for j in table[here] if j in times)]
-        best = min(near, key=lambda j: (times[j], j))
+        near = [j for j in table[here] if j in times]  # its feasible neighbours
+        seen.update(near)
+        best = min([here, *near], key=lambda j: (times[j], j))
         if best == here:
             break
         here = best
