@@ -15,7 +15,10 @@ session's ninth, bf16 and fp32 nn shapes with N and K off multiples of 16
 shapes with N and K off multiples of 16 (``datasets/plans/2026-12-04-s38-heldout-j.json``, seeds 42-44), and the
 thirty-ninth session's eleventh, fp16 and fp8e4m3 nn shapes with N and K off multiples of 16
 (``datasets/plans/2026-12-04-s39-heldout-k.json``, seeds 45-47), and the fortieth session's twelfth, bf16 nt shapes with
-one of N and K a multiple of 16 and the other not (``datasets/plans/2026-12-04-s40-heldout-l.json``, seeds 40-79).
+one of N and K a multiple of 16 and the other not (``datasets/plans/2026-12-04-s40-heldout-l.json``, seeds 40-79), and
+the same session's thirteenth, fp16 nt shapes of that kind (``datasets/plans/2026-12-04-s40-heldout-m.json``, seeds
+80-139; its second half measured in the forty-third session), and the forty-second session's fourteenth, bf16 and fp16
+nn shapes of that kind (``datasets/plans/2026-12-05-s42-heldout-n-*.json``, seeds 140-199; measured in the forty-third).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -23,7 +26,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to twelfth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to fourteenth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ def main() -> int:
         "tenth (s38)": plan_keys("datasets/plans/2026-12-04-s38-heldout-j.json"),
         "eleventh (s39)": plan_keys("datasets/plans/2026-12-04-s39-heldout-k.json"),
         "twelfth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-l.json"),
+        "thirteenth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-m.json"),
+        "fourteenth (s42)": plan_keys("datasets/plans/2026-12-05-s42-heldout-n-*.json"),
     }
     names = list(later_sets)
 
@@ -98,6 +103,7 @@ def main() -> int:
         "first nine sets": heldout[~heldout.problem_key.isin(since("tenth (s38)"))],
         "first ten sets": heldout[~heldout.problem_key.isin(since("eleventh (s39)"))],
         "first eleven sets": heldout[~heldout.problem_key.isin(since("twelfth (s40)"))],
+        "first thirteen sets": heldout[~heldout.problem_key.isin(since("fourteenth (s42)"))],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
