@@ -197,8 +197,8 @@ def log_training_run(
     dataset_digest: str,
     artifact_dir: Path | None,
     report: str,
+    training_problems: Sequence[str],
     level_trees: int = 0,
-    training_problems: Sequence[str] = (),
 ) -> RunRecord:
     """Log one training run and decide the champion (module docstring). Returns what was recorded.
     ``training_problems``: the keys of the problems the booster was fitted on (any order)."""
