@@ -18,7 +18,9 @@ thirty-ninth session's eleventh, fp16 and fp8e4m3 nn shapes with N and K off mul
 one of N and K a multiple of 16 and the other not (``datasets/plans/2026-12-04-s40-heldout-l.json``, seeds 40-79), and
 the same session's thirteenth, fp16 nt shapes of that kind (``datasets/plans/2026-12-04-s40-heldout-m.json``, seeds
 80-139; its second half measured in the forty-third session), and the forty-second session's fourteenth, bf16 and fp16
-nn shapes of that kind (``datasets/plans/2026-12-05-s42-heldout-n-*.json``, seeds 140-199; measured in the forty-third).
+nn shapes of that kind (``datasets/plans/2026-12-05-s42-heldout-n-*.json``, seeds 140-199; measured in the forty-third),
+and the forty-third session's fifteenth, fp32 and fp8e4m3 nt and nn shapes of that kind
+(``datasets/plans/2026-12-05-s43-heldout-o-*.json``, seeds 200-319; measured in the forty-fourth).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -26,7 +28,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to fourteenth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to fifteenth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ def main() -> int:
         "twelfth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-l.json"),
         "thirteenth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-m.json"),
         "fourteenth (s42)": plan_keys("datasets/plans/2026-12-05-s42-heldout-n-*.json"),
+        "fifteenth (s43)": plan_keys("datasets/plans/2026-12-05-s43-heldout-o-*.json"),
     }
     names = list(later_sets)
 
@@ -104,6 +107,7 @@ def main() -> int:
         "first ten sets": heldout[~heldout.problem_key.isin(since("eleventh (s39)"))],
         "first eleven sets": heldout[~heldout.problem_key.isin(since("twelfth (s40)"))],
         "first thirteen sets": heldout[~heldout.problem_key.isin(since("fourteenth (s42)"))],
+        "first fourteen sets": heldout[~heldout.problem_key.isin(since("fifteenth (s43)"))],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
