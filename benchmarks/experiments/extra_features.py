@@ -13,7 +13,20 @@ column for the three dimensions together (``padding_waste``) and no split's shar
 * ``log2_k_per_split``: log2(K / SPLIT_K);
 * ``log2_output_tiles``: log2(ceil(M / BLOCK_M) * ceil(N / BLOCK_N)), the tiles before split-K multiplies them.
 
-    .venv/bin/python benchmarks/experiments/extra_features.py [--dataset datasets/measurements]   (~7 min, 2 cores)
+``--columns loads`` (forty-fourth session) appends instead what the pointer kernel's loads cost where an operand's
+row stride is off a multiple of 16. Triton specialises an integer argument divisible by 16, so it proves 16-byte
+alignment of a row only then (collect/kernels.py): A (M×K, K contiguous) and B stored N×K (nt) load 16-byte vectors
+when K % 16 == 0, B stored K×N (nn) when N % 16 == 0, C is stored in vectors when N % 16 == 0; otherwise one element
+a load. The schema holds the three flags (``k_multiple_of_16``, ``n_multiple_of_16``, ``layout_nt``), but the cost is
+their product with the tile and the warps, which the trees reach only through a four-way interaction; the half-aligned
+nn groups stay at 0.90-0.92 of the best after 33-62 training problems each (§5, forty-third session). The columns:
+
+* ``log2_a_loads``, ``log2_b_loads``: log2 of one K step's load instructions a thread issues for the A and B tiles,
+  ``BLOCK_M·BLOCK_K / (vector · 32 · warps)`` with ``vector`` = 16 / element bytes when aligned, else 1;
+* ``log2_c_stores``: the same for the output tile, once per program.
+
+    .venv/bin/python benchmarks/experiments/extra_features.py [--dataset DIR] [--columns geometry|loads]
+    (DIR defaults to datasets/measurements; ~7 min on 7,612 training problems, ~15 min on 9,394; 2 cores)
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 EXTRA = ("m_tile_use", "n_tile_use", "k_split_use", "log2_k_per_split", "log2_output_tiles")
+LOADS = ("log2_a_loads", "log2_b_loads", "log2_c_stores")
 
 
 def extra_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -41,11 +55,47 @@ def extra_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
     ])  # fmt: skip
 
 
+def load_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The :data:`LOADS` columns of dataset rows (module docstring)."""
+    from tilecost.problem import DType
+
+    n, k = (frame[c].to_numpy(dtype=np.float64) for c in ("n", "k"))
+    bm, bn, bk, warps = (frame[c].to_numpy(dtype=np.float64) for c in ("block_m", "block_n", "block_k", "num_warps"))
+    in_bytes = frame["dtype"].astype(str).map({d.value: d.in_bytes for d in DType}).to_numpy(dtype=np.float64)
+    out_bytes = frame["dtype"].astype(str).map({d.value: d.out_bytes for d in DType}).to_numpy(dtype=np.float64)
+    nt = frame["layout"].astype(str).to_numpy() == "nt"
+    threads = 32.0 * warps
+
+    def vector(aligned: np.ndarray, element_bytes: np.ndarray) -> np.ndarray:
+        return np.where(aligned, 16.0 / element_bytes, 1.0)
+
+    k_aligned, n_aligned = k % 16 == 0, n % 16 == 0
+    a = bm * bk / (vector(k_aligned, in_bytes) * threads)
+    b = bk * bn / (vector(np.where(nt, k_aligned, n_aligned), in_bytes) * threads)
+    c = bm * bn / (vector(n_aligned, out_bytes) * threads)
+    return np.log2(np.maximum(np.column_stack([a, b, c]), 1.0 / 64))
+
+
+COLUMN_SETS = {"geometry": (EXTRA, extra_columns), "loads": (LOADS, load_columns)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="datasets/measurements")
     parser.add_argument("--device-class", default="h200")
+    parser.add_argument("--columns", choices=sorted(COLUMN_SETS), default="geometry", help="which extra columns")
+    parser.add_argument(
+        "--placebo", type=int, default=None, metavar="SEED",
+        help="shuffle the extra columns' rows (seeded) in training and evaluation alike: columns of the same values "
+        "that say nothing, so the comparison shows how far merely widening the matrix moves the fit",
+    )  # fmt: skip
     args = parser.parse_args()
+    names, chosen = COLUMN_SETS[args.columns]
+    rng = np.random.default_rng(args.placebo)
+
+    def columns(frame):  # type: ignore[no-untyped-def]
+        values = chosen(frame)
+        return values if args.placebo is None else values[rng.permutation(len(values))]
 
     import tilecost.train.model as model_module
     import tilecost.train.pipeline as pipeline
@@ -61,8 +111,8 @@ def main() -> int:
     for name, extra in (("schema as it is", False), ("with the extra columns", True)):
         started = time.perf_counter()
         if extra:
-            model_module.FEATURE_NAMES = (*FEATURE_NAMES, *EXTRA)
-            pipeline.build_features = lambda frame, dev: np.hstack([base_features(frame, dev), extra_columns(frame)])
+            model_module.FEATURE_NAMES = (*FEATURE_NAMES, *names)
+            pipeline.build_features = lambda frame, dev: np.hstack([base_features(frame, dev), columns(frame)])
         model = CostModel()
         pipeline.fit_rows(model, train, device, X=pipeline.build_features(train, device))
         evaluations[name] = pipeline.evaluate_model(model, heldout, device)
@@ -77,6 +127,9 @@ def main() -> int:
         )
     ratio, low, high = ours.paired_top1_gain(base)
     print(f"paired top-1 ratio, extra over as it is, all held-out: x{ratio:.4f} (90% x{low:.4f}-x{high:.4f})")
+    print("per alignment group (dtype, layout, N-K pattern modulo 16; >= 8 problems, joint 90%):")
+    for gain in ours.paired_group_gains(base):
+        print(f"  {gain} {gain.verdict}")
     return 0
 
 
