@@ -25,7 +25,9 @@ __all__ = [
     "grid_shape",
     "k_iterations",
     "l2_panel_reuse",
+    "memory_instructions_per_thread",
     "multiple_of",
+    "operand_rows_aligned",
     "padding_waste",
     "pipeline_fill_fraction",
     "problem_flop_per_byte",
@@ -142,6 +144,31 @@ def multiple_of(values: Values, divisor: int) -> Values:
     arguments divisible by 16, which lets the pointer kernel issue 16-byte loads). Checked by hand:
     1000 is a multiple of 8 (125·8) and not of 16 (62.5·16)."""
     return _f64(values) % divisor == 0
+
+
+def operand_rows_aligned(n: Values, k: Values, layout_nt: Values) -> tuple[Values, Values, Values]:
+    """Whether the pointer kernel can prove 16-byte alignment of every row of A, B and C: True/False each.
+
+    Triton specialises an integer argument divisible by 16 (:func:`multiple_of`), and only then proves that a row
+    which starts at ``row · stride`` elements is aligned for 16-byte vectors (collect/kernels.py). A is M×K, its
+    stride K; B is N×K (nt), stride K, or K×N (nn), stride N; C is M×N, stride N; the bounds mask on K is aligned
+    when K is. Checked by hand: 1000×1000×1024 nn gives (True, False, False); the same nt gives (True, True,
+    False).
+    """
+    n_aligned, k_aligned = _f64(n) % 16 == 0, _f64(k) % 16 == 0
+    return k_aligned, np.where(layout_nt, k_aligned, n_aligned), n_aligned
+
+
+def memory_instructions_per_thread(
+    rows: Values, cols: Values, aligned: Values, element_bytes: Values, num_warps: Values
+) -> Values:
+    """Load (or store) instructions one thread issues to move a rows × cols tile of one operand, with 16-byte
+    vectors where its rows are aligned (:func:`operand_rows_aligned`) and one element a load where not:
+    ``rows·cols / (vector · 32 · warps)``, ``vector = 16 / element_bytes`` or 1. Checked by hand: a 128×64 bf16
+    tile over 4 warps is 8192 / (8·128) = 8 aligned, 64 not; fp32 aligned 8192 / (4·128) = 16.
+    """
+    vector = np.where(aligned, 16.0 / _f64(element_bytes), 1.0)
+    return _f64(rows) * cols / (vector * 32.0 * _f64(num_warps))
 
 
 def tma_aligned(n: Values, k: Values, layout_nt: Values, in_bytes: Values, out_bytes: Values) -> Values:

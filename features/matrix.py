@@ -27,7 +27,9 @@ from .geometry import (
     grid_shape,
     k_iterations,
     l2_panel_reuse,
+    memory_instructions_per_thread,
     multiple_of,
+    operand_rows_aligned,
     padding_waste,
     pipeline_fill_fraction,
     problem_flop_per_byte,
@@ -130,6 +132,12 @@ def feature_matrix(
     model = roofline(m, n, k, c.block_m, c.block_n, c.split_k, in_bytes, out_bytes, peak, device)
     grid_m, grid_n = grid_shape(m, n, c.block_m, c.block_n)
     k_iters = k_iterations(k, c.block_k, c.split_k)
+    a_aligned, b_aligned, c_aligned = operand_rows_aligned(n, k, layout_nt)
+
+    def log2_instructions(rows: Values, cols: Values, aligned: Values, element_bytes: Values) -> Values:
+        per_thread = memory_instructions_per_thread(rows, cols, aligned, element_bytes, c.num_warps)
+        return np.log2(np.maximum(per_thread, 1.0 / 64))  # floor: below one instruction in 64 threads is "none"
+
     pair_values = {
         "log2_tiles": np.log2(model.tiles),
         "waves": waves(model.tiles, device, occupancy),
@@ -145,6 +153,9 @@ def feature_matrix(
         "log2_roofline_memory_us": np.log2(model.memory_us),
         "log2_roofline_time_us": np.log2(model.time_us),
         "roofline_compute_over_memory": model.compute_us / model.memory_us,
+        "log2_a_loads_per_thread": log2_instructions(c.block_m, c.block_k, a_aligned, in_bytes),
+        "log2_b_loads_per_thread": log2_instructions(c.block_k, c.block_n, b_aligned, in_bytes),
+        "log2_c_stores_per_thread": log2_instructions(c.block_m, c.block_n, c_aligned, out_bytes),
     }
     for index, name in enumerate(PAIR_FEATURES, start=_PAIR_START):
         out[:, index] = pair_values[name]

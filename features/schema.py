@@ -36,7 +36,7 @@ __all__ = [
     "PROBLEM_FEATURES",
 ]
 
-FEATURE_SCHEMA_VERSION = 1
+FEATURE_SCHEMA_VERSION = 2  # 2: the three memory-instruction columns (forty-fourth session)
 
 _DTYPE_COLUMN = {DType.FP16: "dtype_fp16", DType.BF16: "dtype_bf16", DType.FP32: "dtype_fp32", DType.FP8: "dtype_fp8"}
 # The dtype's one-hot columns; column i is 1 where the row's dtype is DTYPES[i].
@@ -92,6 +92,9 @@ PAIR_FEATURES: tuple[str, ...] = (
     "log2_roofline_memory_us",
     "log2_roofline_time_us",
     "roofline_compute_over_memory",  # compute_us / memory_us: above 1 compute-bound
+    "log2_a_loads_per_thread",  # geometry.memory_instructions_per_thread: BLOCK_M × BLOCK_K of A, one K step
+    "log2_b_loads_per_thread",  # BLOCK_K × BLOCK_N of B, one K step (rows aligned: geometry.operand_rows_aligned)
+    "log2_c_stores_per_thread",  # BLOCK_M × BLOCK_N of C, once per program (output bytes)
 )
 
 FEATURE_NAMES: tuple[str, ...] = PROBLEM_FEATURES + CONFIG_FEATURES + PAIR_FEATURES

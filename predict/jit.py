@@ -160,7 +160,8 @@ _CONFIG_START = len(PROBLEM_FEATURES)
 _PAIR_START = _CONFIG_START + len(CONFIG_FEATURES)
 assert PROBLEM_FEATURES[4 : 4 + len(DTYPE_FEATURES)] == DTYPE_FEATURES
 assert CONFIG_FEATURES[:7] == ("block_m", "block_n", "block_k", "group_m", "split_k", "num_warps", "num_stages")
-assert PAIR_FEATURES[0] == "log2_tiles" and PAIR_FEATURES[-1] == "roofline_compute_over_memory"
+assert PAIR_FEATURES[0] == "log2_tiles" and PAIR_FEATURES[13] == "roofline_compute_over_memory"
+assert PAIR_FEATURES[14:] == ("log2_a_loads_per_thread", "log2_b_loads_per_thread", "log2_c_stores_per_thread")
 _LAYOUT = np.array(
     [_CONFIG_START, _PAIR_START, CONFIG_FEATURES.index("blocks_per_sm"), len(FEATURE_NAMES), len(DTYPE_FEATURES)],
     dtype=np.int64,

@@ -209,6 +209,17 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
         out[row, p + 11] = np.log2(memory_us)
         out[row, p + 12] = np.log2(time_us)
         out[row, p + 13] = compute_us / memory_us
+        # geometry.memory_instructions_per_thread, floored at 1/64 and in log2 (matrix.feature_matrix)
+        threads = 32.0 * config_columns[c, 5]
+        k_aligned, n_aligned = ki % 16 == 0, ni % 16 == 0
+        b_aligned = k_aligned if nt else n_aligned
+        in_vector, out_vector = 16.0 / in_bytes, 16.0 / out_bytes
+        a_loads = block_m * block_k / ((in_vector if k_aligned else 1.0) * threads)
+        b_loads = block_k * block_n / ((in_vector if b_aligned else 1.0) * threads)
+        c_stores = block_m * block_n / ((out_vector if n_aligned else 1.0) * threads)
+        out[row, p + 14] = np.log2(max(a_loads, 1.0 / 64))
+        out[row, p + 15] = np.log2(max(b_loads, 1.0 / 64))
+        out[row, p + 16] = np.log2(max(c_stores, 1.0 / 64))
     return keep[:count], out
 
 

@@ -48,7 +48,7 @@ def test_public_names_resolve_and_are_sorted() -> None:
 
 def test_schema_is_consistent() -> None:
     names = features.FEATURE_NAMES
-    assert len(names) == len(set(names)) == 46
+    assert len(names) == len(set(names)) == 49
     assert names == features.PROBLEM_FEATURES + features.CONFIG_FEATURES + features.PAIR_FEATURES
     assert isinstance(features.FEATURE_SCHEMA_VERSION, int) and features.FEATURE_SCHEMA_VERSION >= 1
     assert features.DTYPE_FEATURES == ("dtype_fp16", "dtype_bf16", "dtype_fp32", "dtype_fp8")
@@ -183,6 +183,39 @@ def test_alignment_flags_match_the_scalar_tma_rule() -> None:
         arrays = features.ProblemArrays.from_problems(problems)
         vectorised = features.tma_aligned(arrays.n, arrays.k, arrays.layout_nt, arrays.in_bytes, arrays.out_bytes)
         np.testing.assert_array_equal(vectorised, [tilecost_space.tma_aligned(p) for p in problems])
+
+
+def test_operand_rows_aligned_follow_the_strides() -> None:
+    # A's stride is K; B's K (nt) or N (nn); C's N: aligned when a multiple of 16 elements.
+    for layout_nt, expected in ((False, (True, False, False)), (True, (True, True, False))):
+        assert tuple(bool(f) for f in features.operand_rows_aligned(1000, 1024, layout_nt)) == expected
+    a, b, c = features.operand_rows_aligned(np.array([1024, 1000]), np.array([1000, 1024]), np.array([False, True]))
+    np.testing.assert_array_equal(a, [False, True])  # K 1000, then 1024
+    np.testing.assert_array_equal(b, [True, True])  # nn: N 1024; nt: K 1024
+    np.testing.assert_array_equal(c, [True, False])
+
+
+def test_memory_instructions_per_thread() -> None:
+    # A 128x64 bf16 tile over 4 warps (128 threads): 8192 / (8 * 128) = 8 with 16-byte vectors, 64 without.
+    assert features.memory_instructions_per_thread(128, 64, True, 2, 4) == 8
+    assert features.memory_instructions_per_thread(128, 64, False, 2, 4) == 64
+    # fp32: 4 elements a vector, 8192 / (4 * 128) = 16; fp8: 16 a vector, 8192 / (16 * 256) = 2 over 8 warps.
+    assert features.memory_instructions_per_thread(128, 64, True, 4, 4) == 16
+    assert features.memory_instructions_per_thread(128, 64, True, 1, 8) == 2
+
+
+def test_misaligned_rows_cost_more_instructions_in_the_matrix() -> None:
+    # bf16 nn with N off a multiple of 16: B's and C's rows unaligned, A's (stride K = 1024) aligned.
+    config = one(tile(128, 64, 64))
+    ragged = features.feature_matrix(Problem(512, 1000, 1024, layout=Layout.NN), config, H200)
+    aligned = features.feature_matrix(Problem(512, 1024, 1024, layout=Layout.NN), config, H200)
+    assert column(ragged, "log2_a_loads_per_thread") == column(aligned, "log2_a_loads_per_thread") == 3  # 8
+    assert column(aligned, "log2_b_loads_per_thread") == 2  # 64 * 64 / (8 * 128) = 4
+    assert column(ragged, "log2_b_loads_per_thread") == 5  # 4096 / 128 = 32
+    assert column(ragged, "log2_c_stores_per_thread") == 6  # 8192 / 128 = 64, against 8 aligned
+    # nt reads B along K, so N off a multiple of 16 leaves B's loads vectorised.
+    nt = features.feature_matrix(Problem(512, 1000, 1024, layout=Layout.NT), config, H200)
+    assert column(nt, "log2_b_loads_per_thread") == 2
 
 
 def test_arithmetic_intensities() -> None:
