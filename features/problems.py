@@ -24,7 +24,7 @@ from tilecost.problem import MAX_DIM, DType, Layout, Problem
 __all__ = ["DTYPES", "ProblemArrays"]
 
 # Code i of a ProblemArrays.dtype_code is DTYPES[i]. Changing this order changes the features:
-# bump FEATURE_SCHEMA_VERSION in features/matrix.py with it.
+# bump FEATURE_SCHEMA_VERSION in features/schema.py with it.
 DTYPES: tuple[DType, ...] = (DType.FP16, DType.BF16, DType.FP32, DType.FP8)
 _CODE = {dtype: code for code, dtype in enumerate(DTYPES)}
 _IN_BYTES = np.array([d.in_bytes for d in DTYPES], dtype=np.float64)
