@@ -157,6 +157,12 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
     head[at + 5], head[at + 6], head[at + 7] = m % 8 == 0, n % 8 == 0, k % 8 == 0
     head[at + 8] = tma_ok
     mnk = m * n * k
+    # geometry.operand_rows_aligned: 16-byte vectors where a row's stride (K for A and nt's B, N for nn's B and C)
+    # is a multiple of 16, else one element a load; the same for every row of the problem
+    k_aligned, n_aligned = ki % 16 == 0, ni % 16 == 0
+    a_vector = 16.0 / in_bytes if k_aligned else 1.0
+    b_vector = 16.0 / in_bytes if (k_aligned if nt else n_aligned) else 1.0
+    c_vector = 16.0 / out_bytes if n_aligned else 1.0
     for row in range(count):
         c = keep[row]
         for j in range(config_start):
@@ -211,12 +217,9 @@ def shortlist_features(members, m, n, k, constants, fits, space_ints, config_col
         out[row, p + 13] = compute_us / memory_us
         # geometry.memory_instructions_per_thread, floored at 1/64 and in log2 (matrix.feature_matrix)
         threads = 32.0 * config_columns[c, 5]
-        k_aligned, n_aligned = ki % 16 == 0, ni % 16 == 0
-        b_aligned = k_aligned if nt else n_aligned
-        in_vector, out_vector = 16.0 / in_bytes, 16.0 / out_bytes
-        a_loads = block_m * block_k / ((in_vector if k_aligned else 1.0) * threads)
-        b_loads = block_k * block_n / ((in_vector if b_aligned else 1.0) * threads)
-        c_stores = block_m * block_n / ((out_vector if n_aligned else 1.0) * threads)
+        a_loads = block_m * block_k / (a_vector * threads)
+        b_loads = block_k * block_n / (b_vector * threads)
+        c_stores = block_m * block_n / (c_vector * threads)
         out[row, p + 14] = np.log2(max(a_loads, 1.0 / 64))
         out[row, p + 15] = np.log2(max(b_loads, 1.0 / 64))
         out[row, p + 16] = np.log2(max(c_stores, 1.0 / 64))
