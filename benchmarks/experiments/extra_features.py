@@ -25,6 +25,10 @@ nn groups stay at 0.90-0.92 of the best after 33-62 training problems each (§5,
   ``BLOCK_M·BLOCK_K / (vector · 32 · warps)`` with ``vector`` = 16 / element bytes when aligned, else 1;
 * ``log2_c_stores``: the same for the output tile, once per program.
 
+The forty-fourth session shipped these columns (feature schema 2: ``log2_{a,b}_loads_per_thread``,
+``log2_c_stores_per_thread``), so ``--columns loads`` now appends copies of columns the matrix already holds; its
+figures in BENCHMARKS §4 came from the schema-1 matrix (commit d9080e1).
+
     .venv/bin/python benchmarks/experiments/extra_features.py [--dataset DIR] [--columns geometry|loads]
     (DIR defaults to datasets/measurements; ~7 min on 7,612 training problems, ~15 min on 9,394; 2 cores)
 """
@@ -56,24 +60,24 @@ def extra_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
 
 
 def load_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """The :data:`LOADS` columns of dataset rows (module docstring)."""
+    """The :data:`LOADS` columns of dataset rows (module docstring): the product's ``features.operand_rows_aligned``
+    and ``features.memory_instructions_per_thread`` (since the forty-fourth session), with the feature matrix's
+    floor."""
+    from tilecost.features import memory_instructions_per_thread, operand_rows_aligned
     from tilecost.problem import DType
 
     n, k = (frame[c].to_numpy(dtype=np.float64) for c in ("n", "k"))
     bm, bn, bk, warps = (frame[c].to_numpy(dtype=np.float64) for c in ("block_m", "block_n", "block_k", "num_warps"))
     in_bytes = frame["dtype"].astype(str).map({d.value: d.in_bytes for d in DType}).to_numpy(dtype=np.float64)
     out_bytes = frame["dtype"].astype(str).map({d.value: d.out_bytes for d in DType}).to_numpy(dtype=np.float64)
-    nt = frame["layout"].astype(str).to_numpy() == "nt"
-    threads = 32.0 * warps
-
-    def vector(aligned: np.ndarray, element_bytes: np.ndarray) -> np.ndarray:
-        return np.where(aligned, 16.0 / element_bytes, 1.0)
-
-    k_aligned, n_aligned = k % 16 == 0, n % 16 == 0
-    a = bm * bk / (vector(k_aligned, in_bytes) * threads)
-    b = bk * bn / (vector(np.where(nt, k_aligned, n_aligned), in_bytes) * threads)
-    c = bm * bn / (vector(n_aligned, out_bytes) * threads)
-    return np.log2(np.maximum(np.column_stack([a, b, c]), 1.0 / 64))
+    a_aligned, b_aligned, c_aligned = operand_rows_aligned(n, k, frame["layout"].astype(str).to_numpy() == "nt")
+    per_thread = [
+        memory_instructions_per_thread(rows, cols, aligned, element_bytes, warps)
+        for rows, cols, aligned, element_bytes in (
+            (bm, bk, a_aligned, in_bytes), (bk, bn, b_aligned, in_bytes), (bm, bn, c_aligned, out_bytes)
+        )
+    ]  # fmt: skip
+    return np.log2(np.maximum(np.column_stack(per_thread), 1.0 / 64))
 
 
 COLUMN_SETS = {"geometry": (EXTRA, extra_columns), "loads": (LOADS, load_columns)}
