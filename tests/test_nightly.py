@@ -357,8 +357,8 @@ def test_a_promoted_model_is_swapped_in_only_through_the_answer_gate(first_night
     base, _ = first_night
     target = base / "state" / "artifact" / "h200"
     _, before = load_artifact(target)
-    # The champion's own booster, exported again from tonight's dataset: its lists, built from samples around more
-    # training problems, and its calibration change, so its answers do too.
+    # The champion's own booster, exported again from tonight's dataset: its lists and calibration follow the data the
+    # earlier tests in this module added (after them they change; run alone the artifact comes back the same).
     _promoted_tonight(base, "2026-12-06", "1", None)
     judged = []
     real = answer_gate.judge_answers
