@@ -14,7 +14,8 @@ the answer on the held-out problems for a sweep of widths;
 where a query's time goes; p50 for a repeated shape; import time and first-call time in fresh
 interpreters; the out-of-distribution flags on the held-out problems (the rules the artifact stores,
 and a leave-one-out estimate of how they generalise); the run-time dispatch rule's speed and the
-model's top-5 against measured times. Writes JSON to ``--out``.
+model's top-5 against measured times. Writes JSON to ``--out`` after each section (``sections_done``
+names them), so a run cut short keeps what it finished.
 """
 
 from __future__ import annotations
@@ -239,6 +240,13 @@ def main() -> int:
         "numpy": np.__version__,
         "machine_reference": {"start": machine_reference()},
     }
+    out = args.out or REPO / "benchmarks" / "results" / f"{report['date']}-predict-latency.json"
+
+    def save(section: str) -> None:
+        """Write the report as it stands, so a run cut short keeps the sections it finished."""
+        report["sections_done"] = [*report.get("sections_done", []), section]
+        out.write_text(json.dumps(report, indent=1) + "\n")
+
     artifact = args.artifact
     if artifact is None and "h200" in shipped_devices():
         artifact = REPO / "tilecost" / "models" / "h200"
@@ -301,7 +309,9 @@ def main() -> int:
         "median": round(statistics.median(reference_ms), 2), "min": round(min(reference_ms), 2),
         "max": round(max(reference_ms), 2), "samples": len(reference_ms)}  # fmt: skip
     report["breakdown_us"] = breakdown(predictor, [Problem(*s) for s in shapes[200:700]])
+    save("latency")
     report["startup"] = import_and_first_call(artifact, shapes[0], runs=5)
+    save("startup")
 
     # Agreement of the shortlist's choice with scoring every candidate, and OOD / top-k on held-out.
     exhaustive: dict[Problem, Any] = {}
@@ -346,6 +356,7 @@ def main() -> int:
         "random": agreement(predictor, random_problems),
         "random_not_flagged": agreement(predictor, unflagged),
     }
+    save("agreement")
     sweep = []
     plain_width = int(group.width or 0)  # the default width without extending past it
     settings = [(int(w), EXTEND_FROM) for w in args.widths.split(",")] + [(plain_width, None)]
@@ -361,7 +372,8 @@ def main() -> int:
         sweep.append({"width": width, "extend_from": extend_from, "new_shape": _percentiles(times),
                       "heldout": agreement(narrow, heldout), "random": agreement(narrow, random_problems),
                       "heldout_measured_top1": measured_top1(narrow)})  # fmt: skip
-    report["width_sweep"] = sweep
+        report["width_sweep"] = sweep
+        save(f"width {width}")
     header = json.loads((Path(artifact) / "predictor.json").read_text())
     report["export_validation"] = {name: g.get("validation") for name, g in header["groups"].items()}
 
@@ -378,6 +390,7 @@ def main() -> int:
         "top5_measured_fraction_mean": round(float(np.mean(top5)), 4),
         "below_0.90": int(sum(f < 0.9 for f in fractions)),
     }
+    save("heldout_measured")
     report["ood"] = ood_report(predictor, heldout, fractions, header.get("ood", {}))
     far = [Problem(1, 4096, 262144), Problem(65536, 65536, 65536)]
     report["far_shapes_flagged"] = {p.key: [r.value for r in predictor.predict_best(p).ood.reasons] for p in far}
@@ -387,10 +400,8 @@ def main() -> int:
                           "training": dispatch_speed(rule, {p: data.times(p) for p in training})}  # fmt: skip
 
     report["machine_reference"]["end"] = machine_reference()
-    text = json.dumps(report, indent=1)
-    print(text)
-    out = args.out or REPO / "benchmarks" / "results" / f"{report['date']}-predict-latency.json"
-    out.write_text(text + "\n")
+    save("end")
+    print(json.dumps(report, indent=1))
     lat = report["latency_us"]
     print(f"new shape p50 {lat['new_shape']['p50']} us, p99 {lat['new_shape']['p99']} us; repeated p50 "
           f"{lat['repeated_shape']['p50']} us; agreement {report['agreement']['heldout']['agreement']} (held-out), "
