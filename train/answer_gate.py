@@ -114,7 +114,7 @@ def judge_answers(
     seed: int = 0,
 ) -> AnswerGate:
     """The gate (module docstring) on the problems both answered."""
-    from .evaluate import _geomean_interval
+    from .evaluate import geomean_interval
 
     keys = sorted(set(challenger.fractions) & set(champion.fractions))
     if not keys:
@@ -124,7 +124,7 @@ def judge_answers(
         [max(champion.fractions[k], 1e-9) for k in keys]
     )
     ratio = float(np.exp(diff.mean()))
-    low, high = _geomean_interval(diff, level, draws, seed)
+    low, high = geomean_interval(diff, level, draws, seed)
     reasons = []
     if high < 1.0:
         reasons.append(f"its answers are worse beyond chance (the interval's upper end x{high:.4f} is below 1)")

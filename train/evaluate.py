@@ -50,6 +50,7 @@ __all__ = [
     "ProblemResult",
     "alignment_group",
     "evaluate_predictions",
+    "geomean_interval",
     "problem_groups",
 ]
 
@@ -125,9 +126,10 @@ def _check_bootstrap(level: float, draws: int) -> None:
         raise ValueError(f"level={level} must lie in (0, 1) and draws={draws} be >= 1")
 
 
-def _geomean_interval(logs: np.ndarray, level: float, draws: int, seed: int) -> tuple[float, float]:
+def geomean_interval(logs: np.ndarray, level: float, draws: int, seed: int) -> tuple[float, float]:
     """A ``level`` bootstrap interval of exp(mean(``logs``)): the values resampled with replacement
-    ``draws`` times."""
+    ``draws`` times. Given per-problem differences of logs (ln B - ln A, each problem keeping both scores) it is
+    the paired interval of the ratio of two geometric means, as :meth:`Evaluation.paired_top1_gain` uses it."""
     picks = np.random.default_rng(seed).integers(0, len(logs), size=(draws, len(logs)))
     low, high = np.quantile(np.exp(logs[picks].mean(axis=1)), [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
@@ -195,7 +197,7 @@ class Evaluation:
         logs = np.log([r.top1 for r in self.problems])
         if len(logs) == 0:
             return math.nan, math.nan
-        return _geomean_interval(logs, level, draws, seed)
+        return geomean_interval(logs, level, draws, seed)
 
     def paired_top1_gain(
         self, other: Evaluation, level: float = 0.90, draws: int = 2000, seed: int = 0
@@ -209,7 +211,7 @@ class Evaluation:
         _, diff = self._paired_logs(other)
         if not len(diff):
             raise ValueError("the two evaluations share no problem; compare models on the same problems")
-        return (float(np.exp(diff.mean())), *_geomean_interval(diff, level, draws, seed))
+        return (float(np.exp(diff.mean())), *geomean_interval(diff, level, draws, seed))
 
     def _paired_logs(self, other: Evaluation) -> tuple[list[Problem], np.ndarray]:
         """The problems both evaluations scored, in this one's order, and ln(this top-1 / ``other``'s) for each."""
@@ -247,7 +249,7 @@ class Evaluation:
         joint = 1 - (1 - level) / max(len(judged), 1)
         gains = []
         for group, logs in judged.items():
-            low, high = _geomean_interval(logs, joint, draws, seed)
+            low, high = geomean_interval(logs, joint, draws, seed)
             gains.append(GroupGain(group, len(logs), float(np.exp(logs.mean())), low, high, joint))
         return tuple(gains)
 

@@ -26,13 +26,13 @@ from training_rows import TrainingRows
 import tilecost.train.model as model_module
 from tilecost.features import FEATURE_NAMES
 from tilecost.problem import Problem
+from tilecost.train.evaluate import geomean_interval
 
 
 def paired(b: dict[str, float], a: dict[str, float], keys: list[str], draws: int = 4000) -> str:
     """B's top-1 over A's on ``keys``: the ratio of geometric means and its 90% bootstrap interval over problems."""
     diff = np.log([b[k] for k in keys]) - np.log([a[k] for k in keys])
-    boot = np.random.default_rng(0).choice(diff, (draws, len(diff))).mean(axis=1)
-    low, high = np.exp(np.quantile(boot, [0.05, 0.95]))
+    low, high = geomean_interval(diff, 0.90, draws, seed=0)
     return f"x{np.exp(diff.mean()):.4f} (x{low:.4f}-x{high:.4f}), {len(keys)} problems"
 
 
