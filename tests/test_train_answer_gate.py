@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tilecost.train.answer_gate import Answers, artifact_answers, judge_answers
+from tilecost.train.answer_gate import Answers, artifact_answers, gate_artifacts, judge_answers, stored_answers
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "tilecost" / "models" / "h200"
@@ -114,3 +114,84 @@ def test_the_shipped_artifacts_answers_on_real_held_out_measurements() -> None:
         assert answers.flagged[key] == bool(answer.ood)
     assert artifact_answers(predictor, frame) == answers  # a loaded predictor answers as its directory does
     assert judge_answers(answers, answers).passed
+
+
+def _heldout_frame(keys: list[str]):  # type: ignore[no-untyped-def]
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(REPO / "datasets" / "measurements", partitioning="hive").to_table(
+        columns=["problem_key", "config_id", "time_us", "status", "role", "timestamp"],
+        filter=ds.field("problem_key").isin(keys) & ds.field("status").isin(["ok", "hopeless"]),
+    )
+    frame = table.to_pandas().sort_values("timestamp")
+    return frame.drop_duplicates(["problem_key", "config_id"], keep="last")
+
+
+def _champion_of_another_schema(tmp_path: Path, **changes: object) -> Path:
+    """A copy of the shipped artifact whose sidecar says feature schema 1 (so this tilecost refuses to load it),
+    with ``changes`` to other sidecar fields (``ood_labels`` replaces ``ood.labels``)."""
+    import json
+    import shutil
+
+    champion = tmp_path / "champion"
+    shutil.copytree(SHIPPED, champion)
+    meta = json.loads((champion / "metadata.json").read_text())
+    meta["feature_schema_version"] = 1
+    if "ood_labels" in changes:
+        meta["ood"]["labels"] = changes.pop("ood_labels")
+    meta.update(changes)
+    (champion / "metadata.json").write_text(json.dumps(meta))
+    return champion
+
+
+@pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")
+def test_a_champion_of_another_feature_schema_is_judged_by_its_stored_answers(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    from tilecost.errors import ArtifactError
+    from tilecost.predict import Predictor
+
+    champion = _champion_of_another_schema(tmp_path)
+    with pytest.raises(ArtifactError, match="feature schema 1"):
+        Predictor.load(champion)
+    keys = ["256x7680x5120-bf16-nt", "1x50257x768-fp16-nn"]  # held-out problems of the shipped dataset
+
+    gate = gate_artifacts(SHIPPED, champion, _heldout_frame(keys))
+
+    # the same booster answered these problems at export as it does now: the stored fractions match its answers
+    assert gate is not None and gate.passed and gate.problems == 2
+    assert gate.ratio == pytest.approx(1.0, abs=1e-5)
+    assert "stored" in gate.reason and "feature schema 1" in gate.reason
+    assert gate.champion["flagged"] == 0  # its flags were not stored: counted as unflagged, and said so
+    assert "counted as unflagged" in gate.describe()
+    stored = stored_answers(champion, _metadata(SHIPPED))
+    assert stored is not None and len(stored.fractions) == 623
+
+
+@pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")
+@pytest.mark.parametrize(
+    "changes",
+    [{"triton_version": "0.0.0"}, {"device_class": "h100-sxm"}, {"ood_labels": "choices"}],
+    ids=["another Triton", "another device class", "stores the full model's choices"],
+)
+def test_a_champion_measured_under_other_conditions_is_not_judged(tmp_path: Path, changes: dict) -> None:
+    pytest.importorskip("pyarrow")
+
+    champion = _champion_of_another_schema(tmp_path, **changes)
+
+    assert stored_answers(champion, _metadata(SHIPPED)) is None
+    gate = gate_artifacts(SHIPPED, champion, _heldout_frame(["256x7680x5120-bf16-nt"]))
+    assert gate is not None and gate.passed and gate.problems == 0 and "does not load" in gate.reason
+
+
+@pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")
+def test_a_damaged_champion_has_no_stored_answers(tmp_path: Path) -> None:
+    champion = _champion_of_another_schema(tmp_path)
+    (champion / "shortlists.npz").write_bytes(b"damaged")
+
+    assert stored_answers(champion, _metadata(SHIPPED)) is None
+
+
+def _metadata(directory: Path):  # type: ignore[no-untyped-def]
+    from tilecost.predict.artifact import load_artifact
+
+    return load_artifact(directory)[0]

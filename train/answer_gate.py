@@ -20,10 +20,18 @@ model's choice. The challenger passes when
   are in sample. The flags' own figures are reported beside the verdict (:meth:`Answers.summary`).
 
 With no held-out problem in common the gate passes (there is nothing to judge by) and says so.
+
+A champion that no longer loads because this tilecost computes another feature schema (the forty-fourth session's
+schema 2 made the shipped schema-1 artifact unloadable) is judged by the answers its export stored
+(``metadata.ood.heldout_top1`` of an artifact whose flags were fitted on its answers, ``labels: "answers"``): the
+fractions it gave those problems, measured then. Its flags were not stored, so they count as unflagged and the gate
+says so; the verdict does not depend on them. A champion of another device class or Triton version, a damaged one, or
+one whose stored fractions are the full model's choices, not answers, is not judged: the gate passes and says why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,8 +44,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tilecost.predict import Predictor
+    from tilecost.predict.artifact import ArtifactMetadata
 
-__all__ = ["AnswerGate", "Answers", "artifact_answers", "gate_artifacts", "judge_answers"]
+__all__ = ["AnswerGate", "Answers", "artifact_answers", "gate_artifacts", "judge_answers", "stored_answers"]
 
 
 @dataclass(frozen=True)
@@ -160,11 +169,12 @@ def artifact_answers(artifact: str | Path | Predictor, heldout: pd.DataFrame) ->
 
 def gate_artifacts(challenger: str | Path, champion: str | Path, heldout: pd.DataFrame) -> AnswerGate | None:
     """The gate on the artifact in ``challenger`` against the one in ``champion`` (directories), over ``heldout``
-    (:func:`artifact_answers`); None when ``champion`` holds no artifact. A champion that no longer loads (another
-    device class or Triton version, a damaged file) is no reason to keep it: the gate passes and says why. A
+    (:func:`artifact_answers`); None when ``champion`` holds no artifact. A champion that no longer loads is judged
+    by its stored answers where it has them (:func:`stored_answers`: another feature schema); otherwise (another
+    device class or Triton version, a damaged file) it is no reason to keep it: the gate passes and says why. A
     challenger that does not load raises :class:`~tilecost.errors.TilecostError` (nothing to swap in)."""
     from tilecost.errors import TilecostError
-    from tilecost.predict.artifact import METADATA_FILE
+    from tilecost.predict.artifact import METADATA_FILE, load_artifact
 
     if not (Path(champion) / METADATA_FILE).is_file():
         return None
@@ -172,5 +182,36 @@ def gate_artifacts(challenger: str | Path, champion: str | Path, heldout: pd.Dat
     try:
         theirs = artifact_answers(champion, heldout)
     except TilecostError as exc:
-        return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
+        stored = stored_answers(champion, load_artifact(challenger)[0])
+        if stored is None:
+            return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
+        gate = judge_answers(ours, stored)
+        note = (f"the champion judged by the answers its export stored, its flags not stored (counted as unflagged): "
+                f"it does not load ({exc})")  # fmt: skip
+        return dataclasses.replace(gate, reason=f"{gate.reason}; {note}")
     return judge_answers(ours, theirs)
+
+
+def stored_answers(champion: str | Path, challenger: ArtifactMetadata) -> Answers | None:
+    """The answers the artifact in ``champion`` gave the held-out problems at its export, from its sidecar
+    (``metadata.ood.heldout_top1`` where ``labels`` is ``"answers"``), each counted as unflagged; None when the
+    artifact is damaged (a checksum, a missing file), of another device class or Triton version than the
+    ``challenger``'s sidecar (its answers were measured under other conditions), or stores no answers (its fractions
+    are the full model's choices, or absent). Read without the predictor, so an artifact of another feature schema
+    qualifies."""
+    from tilecost.errors import TilecostError
+    from tilecost.predict.answer_calibration import ANSWER_LABELS
+    from tilecost.predict.artifact import load_artifact
+
+    try:
+        metadata, _ = load_artifact(champion)
+    except TilecostError:
+        return None
+    fractions = metadata.ood.get("heldout_top1") or {}
+    same_conditions = (metadata.device_class, metadata.triton_version) == (
+        challenger.device_class,
+        challenger.triton_version,
+    )
+    if not same_conditions or metadata.ood.get("labels") != ANSWER_LABELS or not fractions:
+        return None
+    return Answers({str(k): float(v) for k, v in fractions.items()}, {str(k): False for k in fractions})
