@@ -17,6 +17,10 @@ applies before it swaps an artifact in (``tilecost.train.answer_gate``; the rule
     .venv/bin/python benchmarks/experiments/artifact_gate.py CHALLENGER_DIR [--champion tilecost/models/h200]
         [--predictor]
     (~2 min, 2 cores; ~5 min more with --predictor)
+
+A champion of another feature schema cannot be scored by the rule (this tilecost computes other columns); with
+``--predictor`` its answers are then the ones its export stored (``tilecost.train.answer_gate.stored_answers``, as the
+nightly gate judges it since the forty-fifth session), and the rule's part is left out.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from tilecost.device import load_device
+    from tilecost.errors import TilecostError
     from tilecost.train.dataset import load_measurements
     from tilecost.train.loading import load_artifact_model
     from tilecost.train.pipeline import evaluate_model, split_by_role
@@ -45,7 +50,16 @@ def main() -> int:
 
     device = load_device("h200")
     _, heldout = split_by_role(load_measurements(args.dataset, "h200"))
-    challenger, champion = (load_artifact_model(path)[0] for path in (args.challenger, args.champion))
+    challenger = load_artifact_model(args.challenger)[0]
+    try:
+        champion = load_artifact_model(args.champion)[0]
+    except (TilecostError, ValueError) as exc:  # ArtifactError; CostModel.from_booster's other columns
+        if not args.predictor:
+            why = f"the champion cannot be scored ({exc}); --predictor compares its stored answers"
+            raise SystemExit(why) from None
+        print(f"the promotion rule left out: the champion cannot be scored ({exc})")
+        predictor_gate(args.challenger, args.champion, heldout)
+        return 0
     groups = {"all held-out": heldout, **dict(tuple(heldout.groupby(heldout.dtype.astype(str))))}
     for name, frame in groups.items():
         ours = evaluate_model(challenger, frame, device)
@@ -67,9 +81,19 @@ def main() -> int:
 def predictor_gate(challenger: str, champion: str, heldout: object) -> None:
     """The nightly loop's answer gate (:mod:`tilecost.train.answer_gate`) on the two artifacts, over every held-out
     problem and per held-out dtype."""
-    from tilecost.train.answer_gate import Answers, artifact_answers, judge_answers
+    from tilecost.errors import TilecostError
+    from tilecost.predict.artifact import load_artifact
+    from tilecost.train.answer_gate import Answers, artifact_answers, judge_answers, stored_answers
 
-    ours, theirs = (artifact_answers(path, heldout) for path in (challenger, champion))
+    ours = artifact_answers(challenger, heldout)
+    try:
+        theirs = artifact_answers(champion, heldout)
+    except TilecostError as exc:  # another feature schema: the answers its export stored, as the gate judges it
+        stored = stored_answers(champion, load_artifact(challenger)[0])
+        if stored is None:
+            raise
+        print(f"\nthe champion does not load ({exc}); judged by the answers its export stored, flags not stored")
+        theirs = stored
 
     def only(answers: Answers, dtype: str | None) -> Answers:
         keys = [k for k in answers.fractions if dtype is None or k.rsplit("-", 2)[1] == dtype]
