@@ -373,7 +373,7 @@ def main() -> int:
                       "heldout": agreement(narrow, heldout), "random": agreement(narrow, random_problems),
                       "heldout_measured_top1": measured_top1(narrow)})  # fmt: skip
         report["width_sweep"] = sweep
-        save(f"width {width}")
+        save(f"width {width}" + ("" if extend_from else " without extending"))
     header = json.loads((Path(artifact) / "predictor.json").read_text())
     report["export_validation"] = {name: g.get("validation") for name, g in header["groups"].items()}
 
