@@ -88,19 +88,12 @@ def test_bad_answers_are_refused_naming_the_problem(fractions, flagged, message)
 @pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")
 def test_the_shipped_artifacts_answers_on_real_held_out_measurements() -> None:
     pytest.importorskip("pyarrow")
-    import pyarrow.dataset as ds
-
     from tilecost import Predictor
     from tilecost.problem import Problem
 
     keys = ["256x7680x5120-bf16-nt", "1x50257x768-fp16-nn"]  # held-out problems of the shipped dataset
-    table = ds.dataset(REPO / "datasets" / "measurements", partitioning="hive").to_table(
-        columns=["problem_key", "config_id", "time_us", "status", "role", "timestamp"],
-        filter=ds.field("problem_key").isin(keys) & ds.field("status").isin(["ok", "hopeless"]),
-    )
-    frame = table.to_pandas()
+    frame = _heldout_frame(keys)
     assert set(frame["problem_key"]) == set(keys) and set(frame["role"]) == {"heldout"}
-    frame = frame.sort_values("timestamp").drop_duplicates(["problem_key", "config_id"], keep="last")
 
     answers = artifact_answers(SHIPPED, frame)
 
@@ -117,6 +110,7 @@ def test_the_shipped_artifacts_answers_on_real_held_out_measurements() -> None:
 
 
 def _heldout_frame(keys: list[str]):  # type: ignore[no-untyped-def]
+    """The timed rows (ok, hopeless) of ``keys`` in the shipped dataset, the newest run's row per configuration."""
     import pyarrow.dataset as ds
 
     table = ds.dataset(REPO / "datasets" / "measurements", partitioning="hive").to_table(

@@ -174,15 +174,17 @@ def gate_artifacts(challenger: str | Path, champion: str | Path, heldout: pd.Dat
     device class or Triton version, a damaged file) it is no reason to keep it: the gate passes and says why. A
     challenger that does not load raises :class:`~tilecost.errors.TilecostError` (nothing to swap in)."""
     from tilecost.errors import TilecostError
-    from tilecost.predict.artifact import METADATA_FILE, load_artifact
+    from tilecost.predict import Predictor
+    from tilecost.predict.artifact import METADATA_FILE
 
     if not (Path(champion) / METADATA_FILE).is_file():
         return None
-    ours = artifact_answers(challenger, heldout)
+    predictor = Predictor.load(challenger)  # once: its answers, and its sidecar should the champion not load
+    ours = artifact_answers(predictor, heldout)
     try:
         theirs = artifact_answers(champion, heldout)
     except TilecostError as exc:
-        stored = stored_answers(champion, load_artifact(challenger)[0])
+        stored = stored_answers(champion, predictor.metadata)
         if stored is None:
             return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
         gate = judge_answers(ours, stored)

@@ -82,14 +82,15 @@ def predictor_gate(challenger: str, champion: str, heldout: object) -> None:
     """The nightly loop's answer gate (:mod:`tilecost.train.answer_gate`) on the two artifacts, over every held-out
     problem and per held-out dtype."""
     from tilecost.errors import TilecostError
-    from tilecost.predict.artifact import load_artifact
+    from tilecost.predict import Predictor
     from tilecost.train.answer_gate import Answers, artifact_answers, judge_answers, stored_answers
 
-    ours = artifact_answers(challenger, heldout)
+    predictor = Predictor.load(challenger)
+    ours = artifact_answers(predictor, heldout)
     try:
         theirs = artifact_answers(champion, heldout)
     except TilecostError as exc:  # another feature schema: the answers its export stored, as the gate judges it
-        stored = stored_answers(champion, load_artifact(challenger)[0])
+        stored = stored_answers(champion, predictor.metadata)
         if stored is None:
             raise
         print(f"\nthe champion does not load ({exc}); judged by the answers its export stored, flags not stored")
