@@ -158,7 +158,8 @@ def test_a_champion_of_another_feature_schema_is_judged_by_its_stored_answers(tm
     assert gate.champion["flagged"] == 0  # its flags were not stored: counted as unflagged, and said so
     assert "counted as unflagged" in gate.describe()
     stored = stored_answers(champion, _metadata(SHIPPED))
-    assert stored is not None and len(stored.fractions) == 623
+    # every held-out problem the champion's export answered (the shipped sidecar's, copied into the champion)
+    assert stored is not None and len(stored.fractions) == len(_metadata(SHIPPED).ood["heldout_top1"]) > 600
 
 
 @pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")
