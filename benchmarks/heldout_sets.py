@@ -20,7 +20,8 @@ the same session's thirteenth, fp16 nt shapes of that kind (``datasets/plans/202
 80-139; its second half measured in the forty-third session), and the forty-second session's fourteenth, bf16 and fp16
 nn shapes of that kind (``datasets/plans/2026-12-05-s42-heldout-n-*.json``, seeds 140-199; measured in the forty-third),
 and the forty-third session's fifteenth, fp32 and fp8e4m3 nt and nn shapes of that kind
-(``datasets/plans/2026-12-05-s43-heldout-o-*.json``, seeds 200-319; measured in the forty-fourth).
+(``datasets/plans/2026-12-05-s43-heldout-o-*.json``, seeds 200-319; fp32 and 5 of the 32 fp8e4m3 measured in the
+forty-sixth).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
