@@ -10,11 +10,13 @@ benchmark judges it by (BENCHMARKS §5).
 :func:`calibrate_on_answers` refits both sides on the answers an artifact gives: the shape-side thresholds
 (:func:`~.ood.calibrate_ood`: range margin, sparse-neighbourhood distance, with the leave-one-out test) and the
 model-side rules (:func:`~.ood.fit_flag_rules`, on the signals the predictor computes for each answer), with the
-settings the artifact's calibration was fitted with. ``metadata.ood`` then records ``"labels": "answers"`` and its
-``heldout_top1`` holds the answers' fractions. Nothing else of the artifact changes: booster, shortlists, dispatch
-rules, measured answers, sidecar fields. Training's export runs it after writing an artifact when it has held-out
-problems (:func:`tilecost.train.export.export_artifact`); ``scripts/reexport.py --answers-on DATASET`` runs it on an
-artifact already made.
+settings the artifact's calibration was fitted with. ``metadata.ood`` then records ``"labels": "answers"``, its
+``heldout_top1`` holds the answers' fractions and ``heldout_flagged`` the keys of the answers the refitted artifact
+flags, as a caller gets them (since the forty-sixth session: so that a later tilecost that cannot load the artifact,
+another feature schema, still judges its flags, :func:`tilecost.train.answer_gate.stored_answers`). Nothing else of
+the artifact changes: booster, shortlists, dispatch rules, measured answers, sidecar fields. Training's export runs it
+after writing an artifact when it has held-out problems (:func:`tilecost.train.export.export_artifact`);
+``scripts/reexport.py --answers-on DATASET`` runs it on an artifact already made.
 
 The fractions come from the caller (training computes them with
 :func:`tilecost.train.answer_gate.artifact_answers`, as the answer gate and the benchmark do: best measured time over
@@ -36,11 +38,14 @@ from .artifact import ArtifactMetadata, load_artifact, save_artifact
 from .export import PREDICTOR_FILE, calibration_row, model_side_ood
 from .ood import OODChecker, calibrate_ood
 
-__all__ = ["ANSWER_LABELS", "calibrate_on_answers"]
+__all__ = ["ANSWER_LABELS", "FLAGGED_KEY", "calibrate_on_answers"]
 
 # metadata.ood["labels"] of an artifact whose flags were fitted on the predictor's answers (absent: the full model's
 # choices, as every artifact before the forty-second session).
 ANSWER_LABELS = "answers"
+# metadata.ood[FLAGGED_KEY]: the held-out problem keys whose answer the artifact flags (absent before the forty-sixth
+# session's artifacts).
+FLAGGED_KEY = "heldout_flagged"
 
 
 def calibrate_on_answers(directory: str | Path, fractions: Mapping[str, float]) -> ArtifactMetadata:
@@ -88,6 +93,11 @@ def calibrate_on_answers(directory: str | Path, fractions: Mapping[str, float]) 
     updated = dataclasses.replace(metadata, ood=shape_side, files={})
     model = files.pop(metadata.model_file)
     save_artifact(directory, model, updated, files)
+    # Which answers the refitted artifact flags, asked as a caller asks (both sides' flags, never from the tuning
+    # database), then written beside the fractions; a crash before this write leaves a complete artifact without them.
+    refitted = Predictor.load(directory, triton_version=metadata.triton_version)
+    flagged = sorted(p.key for p in problems if refitted.predict_best(p, measured=False).ood)
+    save_artifact(directory, model, dataclasses.replace(updated, ood={**shape_side, FLAGGED_KEY: flagged}), files)
     return load_artifact(directory)[0]
 
 

@@ -285,8 +285,8 @@ def _check_domain(domain: object) -> None:
 
 
 def _check_ood(ood: object) -> None:
-    """An object whose thresholds are numbers (``neighbours`` an int >= 1) and ``heldout_top1`` maps problem keys
-    to numbers; the OOD checker judges their values."""
+    """An object whose thresholds are numbers (``neighbours`` an int >= 1), ``heldout_top1`` maps problem keys
+    to numbers and ``heldout_flagged`` lists some of those keys; the OOD checker judges their values."""
     ood = _check_mapping("ood", ood)
     for key in _OOD_NUMBERS:
         if key in ood and not _is_number(ood[key]):
@@ -296,6 +296,9 @@ def _check_ood(ood: object) -> None:
     heldout = ood.get("heldout_top1", {})
     if not isinstance(heldout, Mapping) or not all(_is_number(x) for x in heldout.values()):
         raise ArtifactError(f"ood.heldout_top1={_shown(heldout)} must map problem keys to numbers")
+    flagged = ood.get("heldout_flagged", [])
+    if type(flagged) is not list or not all(type(key) is str and key in heldout for key in flagged):
+        raise ArtifactError(f"ood.heldout_flagged={_shown(flagged)} must list keys of ood.heldout_top1")
 
 
 def _is_dims_row(row: object) -> bool:

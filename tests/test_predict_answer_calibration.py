@@ -13,7 +13,7 @@ import pytest
 
 from tilecost import Predictor, Problem
 from tilecost.predict import calibrate_ood
-from tilecost.predict.answer_calibration import ANSWER_LABELS, calibrate_on_answers
+from tilecost.predict.answer_calibration import ANSWER_LABELS, FLAGGED_KEY, calibrate_on_answers
 from tilecost.predict.artifact import load_artifact
 
 from . import test_predict_fixture as fixtures
@@ -60,7 +60,7 @@ def test_the_flags_are_fitted_on_the_answers_and_nothing_else_changes(refitted) 
         problems, [min(1.0, fractions[p.key]) for p in problems], training,
         neighbourhood=before.ood["neighbourhood"], neighbours=before.ood["neighbours"], max_p_value=1,
     )  # fmt: skip
-    assert dict(after.ood) == expected | {"labels": ANSWER_LABELS}
+    assert dict(after.ood) == expected | {"labels": ANSWER_LABELS, FLAGGED_KEY: after.ood[FLAGGED_KEY]}
     assert before.ood.get("labels") is None  # the fixture's export fitted them on the full model's choices
     assert after.ood["heldout_top1"] == {k: round(min(1.0, f), 6) for k, f in fractions.items()}
     model_side = json.loads(new["predictor.json"])["ood"]["calibration"]
@@ -90,6 +90,8 @@ def test_judged_on_the_answers_they_were_fitted_on_the_flags_keep_the_false_flag
     assert math.isclose(
         sum(flagged[k] for k in good) / len(good), after.ood["calibration"]["good_flagged_rate"], abs_tol=1e-12
     )
+    # and the sidecar records which, so that a tilecost that cannot load the artifact still counts its flags
+    assert after.ood[FLAGGED_KEY] == sorted(key for key, f in flagged.items() if f)
 
 
 @pytest.mark.parametrize(

@@ -252,6 +252,11 @@ def _edit_sidecar(directory: Path, change: Callable[[dict[str, Any]], object]) -
         (lambda m: m["domain"].update(log2_k=[3.0]), "domain.log2_k=[3.0] must be [min, max]"),
         (lambda m: m.update(ood=None), "ood must be an object, not null"),
         (lambda m: m["ood"].update(neighbours="1"), "ood.neighbours='1' must be an int >= 1"),
+        (lambda m: m["ood"].update(heldout_flagged="1x2x3-bf16-nt"), "ood.heldout_flagged='1x2x3-bf16-nt' must list"),
+        (
+            lambda m: m["ood"].update(heldout_flagged=["9x9x9-bf16-nt"]),
+            "ood.heldout_flagged=['9x9x9-bf16-nt'] must list keys of ood.heldout_top1",
+        ),
         (lambda m: m.update(training=[]), "training must be an object, not a list"),
         (lambda m: m.update(device_class="../../h200.json"), "device_class='../../h200.json' is not a device class"),
         (lambda m: m.update(triton_version=None), "triton_version=None must be a str"),

@@ -123,7 +123,8 @@ def _heldout_frame(keys: list[str]):  # type: ignore[no-untyped-def]
 
 def _champion_of_another_schema(tmp_path: Path, **changes: object) -> Path:
     """A copy of the shipped artifact whose sidecar says feature schema 1 (so this tilecost refuses to load it),
-    with ``changes`` to other sidecar fields (``ood_labels`` replaces ``ood.labels``)."""
+    with ``changes`` to other sidecar fields (``ood_labels`` replaces ``ood.labels``; ``ood_flags=False`` drops
+    ``ood.heldout_flagged``, as in a sidecar written before the forty-sixth session)."""
     import json
     import shutil
 
@@ -133,33 +134,45 @@ def _champion_of_another_schema(tmp_path: Path, **changes: object) -> Path:
     meta["feature_schema_version"] = 1
     if "ood_labels" in changes:
         meta["ood"]["labels"] = changes.pop("ood_labels")
+    if not changes.pop("ood_flags", True):
+        del meta["ood"]["heldout_flagged"]
     meta.update(changes)
     (champion / "metadata.json").write_text(json.dumps(meta))
     return champion
 
 
 @pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")
-def test_a_champion_of_another_feature_schema_is_judged_by_its_stored_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flags_stored", [True, False], ids=["with its stored flags", "a sidecar without them"])
+def test_a_champion_of_another_feature_schema_is_judged_by_its_stored_answers(
+    tmp_path: Path, flags_stored: bool
+) -> None:
     pytest.importorskip("pyarrow")
     from tilecost.errors import ArtifactError
     from tilecost.predict import Predictor
 
-    champion = _champion_of_another_schema(tmp_path)
+    champion = _champion_of_another_schema(tmp_path, ood_flags=flags_stored)
     with pytest.raises(ArtifactError, match="feature schema 1"):
         Predictor.load(champion)
-    keys = ["256x7680x5120-bf16-nt", "1x50257x768-fp16-nn"]  # held-out problems of the shipped dataset
+    flagged = _metadata(SHIPPED).ood["heldout_flagged"]
+    keys = ["256x7680x5120-bf16-nt", "1x50257x768-fp16-nn", flagged[0]]  # held-out problems of the shipped dataset
 
     gate = gate_artifacts(SHIPPED, champion, _heldout_frame(keys))
 
     # the same booster answered these problems at export as it does now: the stored fractions match its answers
-    assert gate is not None and gate.passed and gate.problems == 2
+    assert gate is not None and gate.passed and gate.problems == 3
     assert gate.ratio == pytest.approx(1.0, abs=1e-5)
     assert "stored" in gate.reason and "feature schema 1" in gate.reason
-    assert gate.champion["flagged"] == 0  # its flags were not stored: counted as unflagged, and said so
-    assert "counted as unflagged" in gate.describe()
+    expected = sum(key in flagged for key in keys)  # the third at least
+    assert gate.challenger["flagged"] == expected >= 1  # the shipped predictor flags these answers today
+    if flags_stored:  # as it flagged them at export, its sidecar says
+        assert gate.champion["flagged"] == expected and "answers and flags its export stored" in gate.reason
+    else:  # an older sidecar: counted as unflagged, and said so
+        assert gate.champion["flagged"] == 0 and "counted as unflagged" in gate.describe()
     stored = stored_answers(champion, _metadata(SHIPPED))
     # every held-out problem the champion's export answered (the shipped sidecar's, copied into the champion)
     assert stored is not None and len(stored.fractions) == len(_metadata(SHIPPED).ood["heldout_top1"]) > 600
+    assert stored.flags_known is flags_stored
+    assert sum(stored.flagged.values()) == (len(flagged) if flags_stored else 0)
 
 
 @pytest.mark.skipif(not (SHIPPED / "metadata.json").is_file(), reason="no shipped h200 artifact")

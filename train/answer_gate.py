@@ -24,8 +24,9 @@ With no held-out problem in common the gate passes (there is nothing to judge by
 A champion that no longer loads because this tilecost computes another feature schema (the forty-fourth session's
 schema 2 made the shipped schema-1 artifact unloadable) is judged by the answers its export stored
 (``metadata.ood.heldout_top1`` of an artifact whose flags were fitted on its answers, ``labels: "answers"``): the
-fractions it gave those problems, measured then. Its flags were not stored, so they count as unflagged and the gate
-says so; the verdict does not depend on them. A champion of another device class or Triton version, a damaged one, or
+fractions it gave those problems, measured then, and which of them it flagged (``metadata.ood.heldout_flagged``,
+stored since the forty-sixth session; an older sidecar's count as unflagged and the gate says so). The verdict does
+not depend on the flags. A champion of another device class or Triton version, a damaged one, or
 one whose stored fractions are the full model's choices, not answers, is not judged: the gate passes and says why.
 """
 
@@ -51,10 +52,12 @@ __all__ = ["AnswerGate", "Answers", "artifact_answers", "gate_artifacts", "judge
 
 @dataclass(frozen=True)
 class Answers:
-    """One artifact's answers on held-out problems: per problem key, the fraction and whether it was flagged."""
+    """One artifact's answers on held-out problems: per problem key, the fraction and whether it was flagged
+    (``flags_known`` false: the flags were not recorded, and ``flagged`` counts every answer as unflagged)."""
 
     fractions: Mapping[str, float]
     flagged: Mapping[str, bool]
+    flags_known: bool = True
 
     def __post_init__(self) -> None:
         if set(self.fractions) != set(self.flagged):
@@ -188,21 +191,22 @@ def gate_artifacts(challenger: str | Path, champion: str | Path, heldout: pd.Dat
         if stored is None:
             return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
         gate = judge_answers(ours, stored)
-        note = (f"the champion judged by the answers its export stored, its flags not stored (counted as unflagged): "
-                f"it does not load ({exc})")  # fmt: skip
+        flags = "and flags" if stored.flags_known else "(its flags not stored: counted as unflagged)"
+        note = f"the champion judged by the answers {flags} its export stored: it does not load ({exc})"
         return dataclasses.replace(gate, reason=f"{gate.reason}; {note}")
     return judge_answers(ours, theirs)
 
 
 def stored_answers(champion: str | Path, challenger: ArtifactMetadata) -> Answers | None:
     """The answers the artifact in ``champion`` gave the held-out problems at its export, from its sidecar
-    (``metadata.ood.heldout_top1`` where ``labels`` is ``"answers"``), each counted as unflagged; None when the
+    (``metadata.ood.heldout_top1`` where ``labels`` is ``"answers"``), flagged as ``metadata.ood.heldout_flagged``
+    says (without it, each counted as unflagged and ``flags_known`` false); None when the
     artifact is damaged (a checksum, a missing file), of another device class or Triton version than the
     ``challenger``'s sidecar (its answers were measured under other conditions), or stores no answers (its fractions
     are the full model's choices, or absent). Read without the predictor, so an artifact of another feature schema
     qualifies."""
     from tilecost.errors import TilecostError
-    from tilecost.predict.answer_calibration import ANSWER_LABELS
+    from tilecost.predict.answer_calibration import ANSWER_LABELS, FLAGGED_KEY
     from tilecost.predict.artifact import load_artifact
 
     try:
@@ -216,4 +220,10 @@ def stored_answers(champion: str | Path, challenger: ArtifactMetadata) -> Answer
     )
     if not same_conditions or metadata.ood.get("labels") != ANSWER_LABELS or not fractions:
         return None
-    return Answers({str(k): float(v) for k, v in fractions.items()}, {str(k): False for k in fractions})
+    flagged = metadata.ood.get(FLAGGED_KEY)
+    marked = set(flagged or ())
+    return Answers(
+        {str(k): float(v) for k, v in fractions.items()},
+        {str(k): k in marked for k in fractions},
+        flags_known=flagged is not None,
+    )

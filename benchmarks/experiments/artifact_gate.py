@@ -93,12 +93,14 @@ def predictor_gate(challenger: str, champion: str, heldout: object) -> None:
         stored = stored_answers(champion, predictor.metadata)
         if stored is None:
             raise
-        print(f"\nthe champion does not load ({exc}); judged by the answers its export stored, flags not stored")
+        flags = "and flags" if stored.flags_known else "(flags not stored)"
+        print(f"\nthe champion does not load ({exc}); judged by the answers {flags} its export stored")
         theirs = stored
 
     def only(answers: Answers, dtype: str | None) -> Answers:
         keys = [k for k in answers.fractions if dtype is None or k.rsplit("-", 2)[1] == dtype]
-        return Answers({k: answers.fractions[k] for k in keys}, {k: answers.flagged[k] for k in keys})
+        flagged = {k: answers.flagged[k] for k in keys}
+        return Answers({k: answers.fractions[k] for k in keys}, flagged, answers.flags_known)
 
     print("\nThe predictors' answers (default width, never from the tuning database), measured:")
     for dtype in (None, *sorted({k.rsplit("-", 2)[1] for k in ours.fractions})):
