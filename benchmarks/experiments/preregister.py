@@ -10,7 +10,11 @@ the dataset and reports each answer's measured speed (best time / answer's time,
 judges answers) and how the verdicts split the answers below 0.90 from the rest.
 
     .venv/bin/python benchmarks/experiments/preregister.py PLAN OUT.json [--artifact DIR]
-    .venv/bin/python benchmarks/experiments/preregister.py --judge OUT.json   (reads datasets/measurements)
+    .venv/bin/python benchmarks/experiments/preregister.py --judge OUT.json [OUT.json ...]   (reads the dataset)
+
+Given several recorded files, ``--judge`` judges each and then all of them pooled (forty-sixth session): the flags'
+out-of-sample figure over every set measured after its answers were written down. Pool one file per set, or a
+problem judged twice counts twice.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import datetime
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -60,7 +65,9 @@ def record(plan: Path, out: Path, artifact: str) -> None:
     print(f"{out}: {len(rows)} answers recorded, {flagged} flagged")
 
 
-def judge(recorded: Path, per_problem: bool = False) -> None:
+def judge(recorded: Path, per_problem: bool = False, data: Any = None) -> tuple[Any, Any]:
+    """Print the recorded answers' measured speeds and flags; returns (speeds, flagged) of the measured ones.
+    ``data``: the dataset already loaded (``tests.test_predict_fixture.load_dataset``), else read here."""
     import math
 
     import numpy as np
@@ -69,7 +76,8 @@ def judge(recorded: Path, per_problem: bool = False) -> None:
     from tilecost.problem import Problem
 
     document = json.loads(recorded.read_text())
-    data = load_dataset(groups=None, until=None)  # every measurement, as benchmarks/predict_latency.py reads them
+    if data is None:
+        data = load_dataset(groups=None, until=None)  # every measurement, as benchmarks/predict_latency.py reads them
     speed, flagged, missing, lines = [], [], 0, []
     for row in document["answers"]:
         problem = Problem.from_key(row["problem_key"])
@@ -83,32 +91,55 @@ def judge(recorded: Path, per_problem: bool = False) -> None:
         flagged.append(row["flagged"])
         lines.append((speed[-1], row["problem_key"], row["config_id"], min(timed, key=timed.get), row["reasons"]))
     speed, flagged = np.array(speed), np.array(flagged, dtype=bool)
-    bad = speed < BAD
     print(f"recorded {document['written_at']} from artifact {document['artifact_dataset'][:12]}; {len(speed)} measured")
     if missing:
         print(f"{missing} problems not measured yet")
     if len(speed):
-        geo = float(np.exp(np.log(np.clip(speed, 1e-9, None)).mean()))
-        print(f"answers: best / answer {geo:.3f} (geometric mean), worst {speed.min():.3f}, below {BAD}: {bad.sum()}")
-        print(
-            f"flags: {int((bad & flagged).sum())} of {int(bad.sum())} bad answers caught, "
-            f"{int((~bad & flagged).sum())} of {int((~bad).sum())} good ones flagged"
-        )
+        summarise(speed, flagged)
         if per_problem:
             print(f"{'problem':<24} {'best/answer':>11}  {'answer / best config':<58} reasons")
             for fraction, key, answer_id, best_id, reasons in sorted(lines):
                 print(f"{key:<24} {fraction:>11.3f}  {answer_id + ' / ' + best_id:<58} {','.join(reasons) or '-'}")
+
+    return speed, flagged
+
+
+def summarise(speed: Any, flagged: Any) -> None:
+    """The answers' geometric mean and worst, and how the flags split those below ``BAD`` from the rest."""
+    import numpy as np
+
+    bad = speed < BAD
+    geo = float(np.exp(np.log(np.clip(speed, 1e-9, None)).mean()))
+    print(f"answers: best / answer {geo:.3f} (geometric mean), worst {speed.min():.3f}, below {BAD}: {bad.sum()}")
+    print(
+        f"flags: {int((bad & flagged).sum())} of {int(bad.sum())} bad answers caught, "
+        f"{int((~bad & flagged).sum())} of {int((~bad).sum())} good ones flagged"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", help="PLAN OUT.json (record) or nothing with --judge")
     parser.add_argument("--artifact", default=str(REPO / "tilecost/models/h200"))
-    parser.add_argument("--judge", type=Path, help="a recorded file to judge against the dataset")
+    parser.add_argument("--judge", type=Path, nargs="+", help="recorded files to judge against the dataset")
     parser.add_argument("--per-problem", action="store_true", help="with --judge: one line per answer, worst first")
     args = parser.parse_args()
     if args.judge is not None:
-        judge(args.judge, args.per_problem)
+        import numpy as np
+
+        from tests.test_predict_fixture import load_dataset
+
+        data = load_dataset(groups=None, until=None)
+        judged = []
+        for path in args.judge:
+            if len(args.judge) > 1:
+                print(f"== {path}")
+            judged.append(judge(path, args.per_problem, data))
+        if len(judged) > 1:
+            speeds = np.concatenate([speed for speed, _ in judged])
+            print(f"== all {len(args.judge)} files pooled: {len(speeds)} measured answers")
+            if len(speeds):
+                summarise(speeds, np.concatenate([flagged for _, flagged in judged]))
     elif len(args.paths) == 2:
         record(Path(args.paths[0]), Path(args.paths[1]), args.artifact)
     else:
