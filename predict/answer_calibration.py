@@ -34,7 +34,7 @@ from typing import Any
 
 from tilecost.problem import Problem
 
-from .artifact import ArtifactMetadata, load_artifact, save_artifact
+from .artifact import METADATA_FILE, ArtifactMetadata, load_artifact, save_artifact
 from .export import PREDICTOR_FILE, calibration_row, model_side_ood
 from .ood import OODChecker, calibrate_ood
 
@@ -95,10 +95,12 @@ def calibrate_on_answers(directory: str | Path, fractions: Mapping[str, float]) 
     save_artifact(directory, model, updated, files)
     # Which answers the refitted artifact flags, asked as a caller asks (both sides' flags, never from the tuning
     # database), then written beside the fractions; a crash before this write leaves a complete artifact without them.
+    # Only the sidecar changes: the files and their checksums are the ones just written, which the load checked.
     refitted = Predictor.load(directory, triton_version=metadata.triton_version)
     flagged = sorted(p.key for p in problems if refitted.predict_best(p, measured=False).ood)
-    save_artifact(directory, model, dataclasses.replace(updated, ood={**shape_side, FLAGGED_KEY: flagged}), files)
-    return load_artifact(directory)[0]
+    final = dataclasses.replace(refitted.metadata, ood={**shape_side, FLAGGED_KEY: flagged})
+    (directory / METADATA_FILE).write_text(final.to_json())
+    return final
 
 
 def _checked(fractions: Mapping[str, float], metadata: ArtifactMetadata) -> list[Problem]:
