@@ -65,19 +65,17 @@ def record(plan: Path, out: Path, artifact: str) -> None:
     print(f"{out}: {len(rows)} answers recorded, {flagged} flagged")
 
 
-def judge(recorded: Path, per_problem: bool = False, data: Any = None) -> tuple[Any, Any]:
-    """Print the recorded answers' measured speeds and flags; returns (speeds, flagged) of the measured ones.
-    ``data``: the dataset already loaded (``tests.test_predict_fixture.load_dataset``), else read here."""
+def judge(recorded: Path, data: Any, per_problem: bool = False) -> tuple[Any, Any]:
+    """Print the recorded answers' measured speeds and flags against ``data`` (every measurement,
+    ``tests.test_predict_fixture.load_dataset(groups=None, until=None)``, as benchmarks/predict_latency.py reads
+    them); returns (speeds, flagged) of the measured ones."""
     import math
 
     import numpy as np
 
-    from tests.test_predict_fixture import load_dataset
     from tilecost.problem import Problem
 
     document = json.loads(recorded.read_text())
-    if data is None:
-        data = load_dataset(groups=None, until=None)  # every measurement, as benchmarks/predict_latency.py reads them
     speed, flagged, missing, lines = [], [], 0, []
     for row in document["answers"]:
         problem = Problem.from_key(row["problem_key"])
@@ -134,7 +132,7 @@ def main() -> int:
         for path in args.judge:
             if len(args.judge) > 1:
                 print(f"== {path}")
-            judged.append(judge(path, args.per_problem, data))
+            judged.append(judge(path, data, args.per_problem))
         if len(judged) > 1:
             speeds = np.concatenate([speed for speed, _ in judged])
             print(f"== all {len(args.judge)} files pooled: {len(speeds)} measured answers")
