@@ -153,7 +153,8 @@ def test_a_champion_of_another_feature_schema_is_judged_by_its_stored_answers(
     champion = _champion_of_another_schema(tmp_path, ood_flags=flags_stored)
     with pytest.raises(ArtifactError, match="feature schema 1"):
         Predictor.load(champion)
-    flagged = _metadata(SHIPPED).ood["heldout_flagged"]
+    shipped = _metadata(SHIPPED)
+    flagged = shipped.ood["heldout_flagged"]
     keys = ["256x7680x5120-bf16-nt", "1x50257x768-fp16-nn", flagged[0]]  # held-out problems of the shipped dataset
 
     gate = gate_artifacts(SHIPPED, champion, _heldout_frame(keys))
@@ -168,9 +169,9 @@ def test_a_champion_of_another_feature_schema_is_judged_by_its_stored_answers(
         assert gate.champion["flagged"] == expected and "answers and flags its export stored" in gate.reason
     else:  # an older sidecar: counted as unflagged, and said so
         assert gate.champion["flagged"] == 0 and "counted as unflagged" in gate.describe()
-    stored = stored_answers(champion, _metadata(SHIPPED))
+    stored = stored_answers(champion, shipped)
     # every held-out problem the champion's export answered (the shipped sidecar's, copied into the champion)
-    assert stored is not None and len(stored.fractions) == len(_metadata(SHIPPED).ood["heldout_top1"]) > 600
+    assert stored is not None and len(stored.fractions) == len(shipped.ood["heldout_top1"]) > 600
     assert stored.flags_known is flags_stored
     assert sum(stored.flagged.values()) == (len(flagged) if flags_stored else 0)
 
