@@ -30,7 +30,8 @@ out-of-distribution flags (shape side and model side) are fitted on the answers 
 problems of DATASET (:func:`~tilecost.predict.answer_calibration.calibrate_on_answers`): for an artifact whose flags
 were fitted on the full model's choices. An artifact whose flags were fitted on answers (``metadata.ood.labels``) is
 refused by ``--recalibrate``, whose stored fractions would then be the answers of lists a re-export rebuilds; a plain
-re-export keeps its flags and their labels as they are.
+re-export keeps its flags and their labels as they are, and exits with an error naming the ``--answers-on`` step when
+the lists it rebuilt differ from the source's (the flags were fitted on the old lists' answers).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from typing import TYPE_CHECKING
 import xgboost as xgb
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,7 +55,7 @@ from tilecost.predict.answer_calibration import ANSWER_LABELS  # noqa: E402
 from tilecost.predict.artifact import ArtifactMetadata, load_artifact  # noqa: E402
 from tilecost.predict.ood import calibrate_ood  # noqa: E402
 from tilecost.problem import Problem  # noqa: E402
-from tilecost.train.export import MEASURED_FILE, export_artifact, main_trees_scorer  # noqa: E402
+from tilecost.train.export import MEASURED_FILE, SHORTLISTS_FILE, export_artifact, main_trees_scorer  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -82,7 +85,33 @@ def main(argv: list[str] | None = None) -> Path:
     fresh = dataclasses.replace(metadata, files={}, ood=ood)
     path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings, heldout=heldout)
     print(f"re-exported {source} into {path}: {', '.join(written)}")
+    if not recalibrate and dataset is None and ood.get("labels") == ANSWER_LABELS and not same_lists(files, path):
+        raise SystemExit(
+            f"{path}: re-exported, but its flags (metadata.ood: heldout_top1, heldout_flagged, the calibration) were "
+            f"fitted on the answers of {source}'s lists, and the lists rebuilt here differ; fit them on the new "
+            f"lists' answers: scripts/reexport.py --answers-on DATASET {path} NEW_DIRECTORY"
+        )
     return path
+
+
+def same_lists(before: Mapping[str, bytes], target: Path) -> bool:
+    """Whether the artifact at ``target`` holds the shortlists and list settings of the artifact files ``before``:
+    then its predictor gives the same answers, and flags fitted on those answers still hold."""
+    import io
+
+    import numpy as np
+
+    after = load_artifact(target)[1]
+    if SHORTLISTS_FILE not in before or SHORTLISTS_FILE not in after:
+        return SHORTLISTS_FILE not in before and SHORTLISTS_FILE not in after
+    groups = [json.loads(files["predictor.json"])["groups"] for files in (before, after)]
+    if groups[0] != groups[1]:
+        return False
+    with (
+        np.load(io.BytesIO(before[SHORTLISTS_FILE]), allow_pickle=False) as old,
+        np.load(io.BytesIO(after[SHORTLISTS_FILE]), allow_pickle=False) as new,
+    ):
+        return set(old.files) == set(new.files) and all(np.array_equal(old[k], new[k]) for k in old.files)
 
 
 def answers_on(source: Path, target: Path, dataset: str) -> Path:

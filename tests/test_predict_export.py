@@ -437,6 +437,12 @@ def test_a_re_export_can_fit_the_calibration_on_a_dataset_s_held_out_problems(
     assert dict(twice.ood) == dict(after.ood) and twice_files == files
     with pytest.raises(SystemExit, match="exists; name a new directory"):
         module.main(["--answers-on", str(dataset), str(path), str(again)])
+    # A plain re-export keeps flags fitted on answers while it rebuilds the same lists, and says when it does not.
+    same = module.main([str(path), str(tmp_path / "same"), json.dumps(settings)])
+    assert load_artifact(same)[0].ood == after.ood
+    other = settings | {"samples": 40}
+    with pytest.raises(SystemExit, match=r"lists rebuilt here differ.*--answers-on DATASET"):
+        module.main([str(path), str(tmp_path / "other"), json.dumps(other)])
     with pytest.raises(SystemExit):  # no settings: nothing is re-exported
         module.main(["--answers-on", str(dataset), str(path), str(tmp_path / "x"), json.dumps(settings)])
     with pytest.raises(SystemExit, match="holds no held-out problem of h200"):
