@@ -47,7 +47,15 @@ if TYPE_CHECKING:
     from tilecost.predict import Predictor
     from tilecost.predict.artifact import ArtifactMetadata
 
-__all__ = ["AnswerGate", "Answers", "artifact_answers", "gate_artifacts", "judge_answers", "stored_answers"]
+__all__ = [
+    "AnswerGate",
+    "Answers",
+    "artifact_answers",
+    "champion_answers",
+    "gate_artifacts",
+    "judge_answers",
+    "stored_answers",
+]
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,6 @@ def gate_artifacts(challenger: str | Path, champion: str | Path, heldout: pd.Dat
     by its stored answers where it has them (:func:`stored_answers`: another feature schema); otherwise (another
     device class or Triton version, a damaged file) it is no reason to keep it: the gate passes and says why. A
     challenger that does not load raises :class:`~tilecost.errors.TilecostError` (nothing to swap in)."""
-    from tilecost.errors import TilecostError
     from tilecost.predict import Predictor
     from tilecost.predict.artifact import METADATA_FILE
 
@@ -184,17 +191,27 @@ def gate_artifacts(challenger: str | Path, champion: str | Path, heldout: pd.Dat
         return None
     predictor = Predictor.load(challenger)  # once: its answers, and its sidecar should the champion not load
     ours = artifact_answers(predictor, heldout)
+    theirs, note = champion_answers(champion, predictor, heldout)
+    if theirs is None:
+        return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), note)
+    gate = judge_answers(ours, theirs)
+    return dataclasses.replace(gate, reason=f"{gate.reason}; {note}") if note else gate
+
+
+def champion_answers(champion: str | Path, challenger: Predictor, heldout: pd.DataFrame) -> tuple[Answers | None, str]:
+    """The answers of the artifact in ``champion`` to ``heldout`` (:func:`artifact_answers`), and a note when they are
+    not its predictor's: a champion that does not load gives its stored answers (:func:`stored_answers`, read against
+    the ``challenger``'s sidecar), or None where it stores none; the note then says why."""
+    from tilecost.errors import TilecostError
+
     try:
-        theirs = artifact_answers(champion, heldout)
+        return artifact_answers(champion, heldout), ""
     except TilecostError as exc:
-        stored = stored_answers(champion, predictor.metadata)
+        stored = stored_answers(champion, challenger.metadata)
         if stored is None:
-            return AnswerGate(True, 0, {}, {}, 1.0, (1.0, 1.0), f"the previous artifact does not load ({exc})")
-        gate = judge_answers(ours, stored)
+            return None, f"the previous artifact does not load ({exc})"
         flags = "and flags" if stored.flags_known else "(its flags not stored: counted as unflagged)"
-        note = f"the champion judged by the answers {flags} its export stored: it does not load ({exc})"
-        return dataclasses.replace(gate, reason=f"{gate.reason}; {note}")
-    return judge_answers(ours, theirs)
+        return stored, f"the champion judged by the answers {flags} its export stored: it does not load ({exc})"
 
 
 def stored_answers(champion: str | Path, challenger: ArtifactMetadata) -> Answers | None:

@@ -81,21 +81,16 @@ def main() -> int:
 def predictor_gate(challenger: str, champion: str, heldout: object) -> None:
     """The nightly loop's answer gate (:mod:`tilecost.train.answer_gate`) on the two artifacts, over every held-out
     problem and per held-out dtype."""
-    from tilecost.errors import TilecostError
     from tilecost.predict import Predictor
-    from tilecost.train.answer_gate import Answers, artifact_answers, judge_answers, stored_answers
+    from tilecost.train.answer_gate import Answers, artifact_answers, champion_answers, judge_answers
 
     predictor = Predictor.load(challenger)
     ours = artifact_answers(predictor, heldout)
-    try:
-        theirs = artifact_answers(champion, heldout)
-    except TilecostError as exc:  # another feature schema: the answers its export stored, as the gate judges it
-        stored = stored_answers(champion, predictor.metadata)
-        if stored is None:
-            raise
-        flags = "and flags" if stored.flags_known else "(flags not stored)"
-        print(f"\nthe champion does not load ({exc}); judged by the answers {flags} its export stored")
-        theirs = stored
+    theirs, note = champion_answers(champion, predictor, heldout)
+    if theirs is None:
+        raise SystemExit(note)
+    if note:
+        print(f"\n{note}")
 
     def only(answers: Answers, dtype: str | None) -> Answers:
         keys = [k for k in answers.fractions if dtype is None or k.rsplit("-", 2)[1] == dtype]
