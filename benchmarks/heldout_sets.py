@@ -55,6 +55,27 @@ def plan_keys(pattern: str) -> set[str]:
     return keys
 
 
+def set_keys() -> dict[str, set[str]]:
+    """The problem keys of every held-out set after the first, by name, in the order they were measured (a held-out
+    problem in none of them is the first set's)."""
+    return {
+        "second set (s9)": plan_keys("datasets/plans/2026-11-30-heldout-b-*.json"),
+        "third (s25)": plan_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json"),
+        "fourth (s28)": plan_keys("datasets/plans/2026-12-03-s28-heldout-d.json"),
+        "fifth (s29)": plan_keys("datasets/plans/2026-12-03-s29-heldout-e*.json"),
+        "sixth (s32)": plan_keys("datasets/plans/2026-12-03-s32-layers-heldout.json"),
+        "seventh (s34)": plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json"),
+        "eighth (s35)": plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json"),
+        "ninth (s36)": plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json"),
+        "tenth (s38)": plan_keys("datasets/plans/2026-12-04-s38-heldout-j.json"),
+        "eleventh (s39)": plan_keys("datasets/plans/2026-12-04-s39-heldout-k.json"),
+        "twelfth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-l.json"),
+        "thirteenth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-m.json"),
+        "fourteenth (s42)": plan_keys("datasets/plans/2026-12-05-s42-heldout-n-*.json"),
+        "fifteenth (s43)": plan_keys("datasets/plans/2026-12-05-s43-heldout-o-*.json"),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
@@ -71,22 +92,7 @@ def main() -> int:
     device = load_device(args.device_class)
     train, heldout = split_by_role(load_measurements(args.dataset, args.device_class))
     model = load_artifact_model(args.artifact)[0] if args.artifact else fit_rows(CostModel(), train, device)
-    later_sets = {  # every set after the first, in the order they were measured
-        "second set (s9)": plan_keys("datasets/plans/2026-11-30-heldout-b-*.json"),
-        "third (s25)": plan_keys("datasets/plans/2026-12-02-s25-stride-ragged-heldout.json"),
-        "fourth (s28)": plan_keys("datasets/plans/2026-12-03-s28-heldout-d.json"),
-        "fifth (s29)": plan_keys("datasets/plans/2026-12-03-s29-heldout-e*.json"),
-        "sixth (s32)": plan_keys("datasets/plans/2026-12-03-s32-layers-heldout.json"),
-        "seventh (s34)": plan_keys("datasets/plans/2026-12-03-s34-decode-wide-heldout.json"),
-        "eighth (s35)": plan_keys("datasets/plans/2026-12-04-s35-heldout-h.json"),
-        "ninth (s36)": plan_keys("datasets/plans/2026-12-04-s36-heldout-i.json"),
-        "tenth (s38)": plan_keys("datasets/plans/2026-12-04-s38-heldout-j.json"),
-        "eleventh (s39)": plan_keys("datasets/plans/2026-12-04-s39-heldout-k.json"),
-        "twelfth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-l.json"),
-        "thirteenth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-m.json"),
-        "fourteenth (s42)": plan_keys("datasets/plans/2026-12-05-s42-heldout-n-*.json"),
-        "fifteenth (s43)": plan_keys("datasets/plans/2026-12-05-s43-heldout-o-*.json"),
-    }
+    later_sets = set_keys()
     names = list(later_sets)
 
     def since(name: str) -> set[str]:
