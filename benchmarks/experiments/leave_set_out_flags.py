@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{args.artifact}: the sidecar stores no answers (metadata.ood.labels is not 'answers')")
     answers = {str(k): float(v) for k, v in ood["heldout_top1"].items()}
     training = [Problem.from_key(key) for key in metadata.domain["problems"]]
-    settings = {
+    settings: dict[str, Any] = {
         "good_fraction": float(ood["good_top1_fraction"]),
         "max_good_flagged": float(ood["max_good_flagged"]),
         "neighbours": int(ood["neighbours"]),
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     placed = set().union(*named.values())
     sets = {"first set": sorted(answers.keys() - placed), **named}
 
-    def fit(keys: list[str]) -> tuple[OODChecker, dict[str, object]]:
+    def fit(keys: list[str]) -> tuple[OODChecker, dict[str, Any]]:
         fitted = calibrate_ood([Problem.from_key(k) for k in keys], [answers[k] for k in keys], training, **settings)
         return OODChecker.from_metadata(metadata.domain, fitted), fitted
 
