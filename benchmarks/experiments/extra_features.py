@@ -29,7 +29,12 @@ The forty-fourth session shipped these columns (feature schema 2: ``log2_{a,b}_l
 ``log2_c_stores_per_thread``), so ``--columns loads`` now appends copies of columns the matrix already holds; its
 figures in BENCHMARKS §4 came from the schema-1 matrix (commit d9080e1).
 
-    .venv/bin/python benchmarks/experiments/extra_features.py [--dataset DIR] [--columns geometry|loads]
+``--columns prior`` (forty-seventh session) appends one column, what the row's configuration costs for its dtype and
+layout's training problems in general (:func:`prior_columns`, out of fold for the training rows): the held-out sets'
+worst answer (6672×68×11440 fp32 nn, BENCHMARKS §4) is a configuration the data calls poor for fp32 nn everywhere
+(0.375 of the best, median over 760 rows), ranked first for a shape of a thin N region.
+
+    .venv/bin/python benchmarks/experiments/extra_features.py [--dataset DIR] [--columns geometry|loads|prior]
     (DIR defaults to datasets/measurements; ~7 min on 7,612 training problems, ~15 min on 9,394; 2 cores)
 """
 
@@ -41,6 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -80,7 +86,45 @@ def load_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
     return np.log2(np.maximum(np.column_stack(per_thread), 1.0 / 64))
 
 
-COLUMN_SETS = {"geometry": (EXTRA, extra_columns), "loads": (LOADS, load_columns)}
+PRIOR = ("config_prior",)
+FOLDS = 5
+PRIOR_UNKNOWN = 10.0  # ln units: e^10 times the problem's mean time
+
+
+def prior_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The :data:`PRIOR` column of dataset rows (``--columns prior``, forty-seventh session): how fast the row's
+    configuration runs for the problems of its dtype and layout in general, the median over the training problems that
+    timed it of its centred log time (ln time minus the mean ln time of that problem's timed rows). For the training
+    rows it is taken out of fold (the problems in five groups by a hash of their key, each row's value from the other
+    four groups' problems), so that no row sees its own label; for other rows (held out) from every training problem.
+    A configuration no other problem timed gets :data:`PRIOR_UNKNOWN` (the model refuses NaN; far above any median, so
+    a tree can set it apart)."""
+    import zlib
+
+    train = PRIOR_TRAINING["frame"]
+    centred = np.log(train["time_us"].to_numpy(dtype=np.float64))
+    centred = centred - train.assign(lt=centred).groupby("problem_key")["lt"].transform("mean").to_numpy()
+
+    def keys(rows):  # type: ignore[no-untyped-def]
+        return rows["dtype"].astype(str) + "|" + rows["layout"].astype(str) + "|" + rows["config_id"].astype(str)
+
+    train_keys = keys(train).to_numpy()
+    if len(frame) == len(train) and (frame["role"].astype(str) == "train").all():
+        fold = train["problem_key"].astype(str).map(lambda key: zlib.crc32(key.encode()) % FOLDS).to_numpy()
+        values = np.full(len(train), np.nan)
+        for f in range(FOLDS):
+            others = fold != f
+            medians = pd.Series(centred[others]).groupby(train_keys[others]).median()
+            values[~others] = pd.Series(train_keys[~others]).map(medians).to_numpy(dtype=np.float64)
+        return np.nan_to_num(values, nan=PRIOR_UNKNOWN)[:, None]
+    medians = pd.Series(centred).groupby(train_keys).median()
+    return np.nan_to_num(keys(frame).map(medians).to_numpy(dtype=np.float64), nan=PRIOR_UNKNOWN)[:, None]
+
+
+# The training rows prior_columns reads its medians from; main sets it before the fits.
+PRIOR_TRAINING: dict[str, pd.DataFrame] = {}
+
+COLUMN_SETS = {"geometry": (EXTRA, extra_columns), "loads": (LOADS, load_columns), "prior": (PRIOR, prior_columns)}
 
 
 def main() -> int:
@@ -110,6 +154,7 @@ def main() -> int:
 
     device = load_device(args.device_class)
     train, heldout = pipeline.split_by_role(load_measurements(args.dataset, args.device_class))
+    PRIOR_TRAINING["frame"] = train
     base_features = pipeline.build_features
     evaluations = {}
     for name, extra in (("schema as it is", False), ("with the extra columns", True)):
