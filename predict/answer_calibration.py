@@ -38,7 +38,7 @@ from .artifact import METADATA_FILE, ArtifactMetadata, load_artifact, save_artif
 from .export import PREDICTOR_FILE, calibration_row, model_side_ood
 from .ood import OODChecker, calibrate_ood
 
-__all__ = ["ANSWER_LABELS", "FLAGGED_KEY", "calibrate_on_answers"]
+__all__ = ["ANSWER_LABELS", "FLAGGED_KEY", "calibrate_on_answers", "calibration_settings"]
 
 # metadata.ood["labels"] of an artifact whose flags were fitted on the predictor's answers (absent: the full model's
 # choices, as every artifact before the forty-second session).
@@ -61,16 +61,7 @@ def calibrate_on_answers(directory: str | Path, fractions: Mapping[str, float]) 
     labels = {p: min(1.0, float(fractions[p.key])) for p in problems}
     ood = metadata.ood
     training = [Problem.from_key(key) for key in metadata.domain.get("problems", ())]
-    settings: dict[str, Any] = {
-        "good_fraction": float(ood.get("good_top1_fraction", 0.90)),
-        "max_good_flagged": float(ood.get("max_good_flagged", 0.10)),
-    }
-    for name, kind in (("neighbours", int), ("neighbourhood", str)):
-        if name in ood:
-            settings[name] = kind(ood[name])
-    if "max_p_value" in ood.get("calibration", {}):
-        settings["max_p_value"] = float(ood["calibration"]["max_p_value"])
-    shape_side = calibrate_ood(problems, [labels[p] for p in problems], training, **settings)
+    shape_side = calibrate_ood(problems, [labels[p] for p in problems], training, **calibration_settings(ood))
     shape_side["labels"] = ANSWER_LABELS
     # The model-side rules, on the signals the predictor computes for each answer (its groups with shortlists, as the
     # export fits them), the shape-side flags now being the new ones.
@@ -101,6 +92,22 @@ def calibrate_on_answers(directory: str | Path, fractions: Mapping[str, float]) 
     final = dataclasses.replace(refitted.metadata, ood={**shape_side, FLAGGED_KEY: flagged})
     (directory / METADATA_FILE).write_text(final.to_json())
     return final
+
+
+def calibration_settings(ood: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`~.ood.calibrate_ood` that ``metadata.ood`` was fitted with (good fraction,
+    false-flag budget, neighbours, neighbourhood, the leave-one-out test's p-value), to fit it again alike; the
+    function's defaults where the sidecar does not say."""
+    settings: dict[str, Any] = {
+        "good_fraction": float(ood.get("good_top1_fraction", 0.90)),
+        "max_good_flagged": float(ood.get("max_good_flagged", 0.10)),
+    }
+    for name, kind in (("neighbours", int), ("neighbourhood", str)):
+        if name in ood:
+            settings[name] = kind(ood[name])
+    if "max_p_value" in ood.get("calibration", {}):
+        settings["max_p_value"] = float(ood["calibration"]["max_p_value"])
+    return settings
 
 
 def _checked(fractions: Mapping[str, float], metadata: ArtifactMetadata) -> list[Problem]:

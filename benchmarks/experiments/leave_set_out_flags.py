@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from heldout_sets import set_keys
 
-    from tilecost.predict.answer_calibration import ANSWER_LABELS
+    from tilecost.predict.answer_calibration import ANSWER_LABELS, calibration_settings
     from tilecost.predict.artifact import load_artifact
     from tilecost.predict.ood import OODChecker, calibrate_ood
     from tilecost.problem import Problem
@@ -46,14 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{args.artifact}: the sidecar stores no answers (metadata.ood.labels is not 'answers')")
     answers = {str(k): float(v) for k, v in ood["heldout_top1"].items()}
     training = [Problem.from_key(key) for key in metadata.domain["problems"]]
-    settings: dict[str, Any] = {
-        "good_fraction": float(ood["good_top1_fraction"]),
-        "max_good_flagged": float(ood["max_good_flagged"]),
-        "neighbours": int(ood["neighbours"]),
-        "neighbourhood": args.neighbourhood or str(ood["neighbourhood"]),
-    }
-    if "max_p_value" in ood.get("calibration", {}):
-        settings["max_p_value"] = float(ood["calibration"]["max_p_value"])
+    settings = calibration_settings(ood)
+    if args.neighbourhood:
+        settings["neighbourhood"] = args.neighbourhood
     later = set_keys()
     named = {name: sorted(keys & answers.keys()) for name, keys in later.items()}
     placed = set().union(*named.values())
@@ -83,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         if not keys:
             continue
         inside = judged(checker, keys)
-        others = [k for k in everything if k not in set(keys)]
+        left_out = set(keys)
+        others = [k for k in everything if k not in left_out]
         left_checker, left = fit(others)
         outside = judged(left_checker, keys)
         for total, counts in ((totals["in"], inside), (totals["out"], outside)):
