@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tilecost.predict.answer_calibration import ANSWER_LABELS  # noqa: E402
 from tilecost.predict.artifact import ArtifactMetadata, load_artifact  # noqa: E402
+from tilecost.predict.export import PREDICTOR_FILE  # noqa: E402
 from tilecost.predict.ood import calibrate_ood  # noqa: E402
 from tilecost.problem import Problem  # noqa: E402
 from tilecost.train.export import MEASURED_FILE, SHORTLISTS_FILE, export_artifact, main_trees_scorer  # noqa: E402
@@ -104,7 +105,7 @@ def same_lists(before: Mapping[str, bytes], target: Path) -> bool:
     after = load_artifact(target)[1]
     if SHORTLISTS_FILE not in before or SHORTLISTS_FILE not in after:
         return SHORTLISTS_FILE not in before and SHORTLISTS_FILE not in after
-    groups = [json.loads(files["predictor.json"])["groups"] for files in (before, after)]
+    groups = [json.loads(files[PREDICTOR_FILE])["groups"] for files in (before, after)]
     if groups[0] != groups[1]:
         return False
     with (
