@@ -22,6 +22,19 @@ from tilecost.train.model import CostModel
 from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
 
 
+def config_keys(rows: pd.DataFrame) -> pd.Series:
+    """Each row's configuration within its dtype and layout, ``dtype|layout|config_id``: the key a configuration's
+    standing over the training problems (its prior) is taken per."""
+    return rows["dtype"].astype(str) + "|" + rows["layout"].astype(str) + "|" + rows["config_id"].astype(str)
+
+
+def centred_log_time(rows: pd.DataFrame) -> np.ndarray:
+    """Each row's ln time minus the mean ln time of its problem's rows (``problem_key``): how fast the configuration
+    ran relative to the problem's other timed configurations."""
+    log_time = np.log(rows["time_us"].to_numpy(dtype=np.float64))
+    return log_time - pd.Series(log_time).groupby(rows["problem_key"].to_numpy()).transform("mean").to_numpy()
+
+
 @dataclass(frozen=True)
 class TrainingRows:
     """One row per (training problem, timed configuration), with its features, time and problem."""
