@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tilecost.predict.answer_calibration import ANSWER_LABELS  # noqa: E402
+from tilecost.predict.answer_calibration import ANSWER_LABELS, calibration_settings  # noqa: E402
 from tilecost.predict.artifact import ArtifactMetadata, load_artifact  # noqa: E402
 from tilecost.predict.export import PREDICTOR_FILE  # noqa: E402
 from tilecost.predict.ood import calibrate_ood  # noqa: E402
@@ -137,8 +137,10 @@ def answers_on(source: Path, target: Path, dataset: str) -> Path:
 
 
 def recalibrated(metadata: ArtifactMetadata) -> dict[str, object]:
-    """``metadata.ood`` fitted again from its own held-out fractions on its training domain, with the settings
-    (good fraction, false-flag budget, neighbours) it was fitted with."""
+    """``metadata.ood`` fitted again from its own held-out fractions on its training domain, with the settings it was
+    fitted with (:func:`~tilecost.predict.answer_calibration.calibration_settings`: good fraction, false-flag budget,
+    neighbours, neighbourhood and the leave-one-out test's p-value; until the forty-eighth session the last two were
+    left at today's defaults)."""
     ood = metadata.ood
     if not ood.get("heldout_top1"):
         raise SystemExit("--recalibrate: the artifact stores no held-out top-1 fractions (metadata.ood.heldout_top1)")
@@ -149,10 +151,7 @@ def recalibrated(metadata: ArtifactMetadata) -> dict[str, object]:
         )
     heldout = {Problem.from_key(key): float(value) for key, value in ood["heldout_top1"].items()}
     training = [Problem.from_key(key) for key in metadata.domain["problems"]]
-    return calibrate_ood(
-        list(heldout), list(heldout.values()), training, good_fraction=float(ood["good_top1_fraction"]),
-        max_good_flagged=float(ood["max_good_flagged"]), neighbours=int(ood["neighbours"]),
-    )  # fmt: skip
+    return calibrate_ood(list(heldout), list(heldout.values()), training, **calibration_settings(ood))
 
 
 def heldout_rows(metadata: ArtifactMetadata, dataset: str, option: str) -> pd.DataFrame:

@@ -393,6 +393,32 @@ def test_a_re_export_can_fit_the_shape_side_calibration_again(artifact: Path, tm
         module.recalibrated(without)
 
 
+def test_a_recalibration_keeps_the_neighbourhood_and_p_value_the_sidecar_was_fitted_with(
+    artifact: Path, tmp_path: Path
+) -> None:
+    """``--recalibrate`` fits again with the sidecar's own neighbourhood and leave-one-out p-value, not today's
+    defaults: a source fitted over the dtype-and-layout neighbourhood with p 0.2 is fitted again so."""
+    from tilecost.predict import calibrate_ood
+
+    module = _reexport_script()
+    source = tmp_path / "source"
+    shutil.copytree(artifact, source)
+    header = json.loads((source / "metadata.json").read_text())
+    stored = {Problem.from_key(k): v for k, v in header["ood"]["heldout_top1"].items()}
+    training = [Problem.from_key(k) for k in header["domain"]["problems"]]
+    header["ood"] = calibrate_ood(list(stored), list(stored.values()), training, neighbourhood="dtype-layout",
+                                  max_p_value=0.2)  # fmt: skip
+    assert header["ood"]["neighbourhood"] == "dtype-layout" and header["ood"]["calibration"]["max_p_value"] == 0.2
+    (source / "metadata.json").write_text(json.dumps(header))
+    before, _ = load_artifact(source)
+
+    again = module.recalibrated(before)
+
+    assert again == calibrate_ood(list(stored), list(stored.values()), training, neighbourhood="dtype-layout",
+                                  max_p_value=0.2)  # fmt: skip
+    assert again["neighbourhood"] == "dtype-layout" and again["calibration"]["max_p_value"] == 0.2
+
+
 def test_a_re_export_can_fit_the_calibration_on_a_dataset_s_held_out_problems(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
