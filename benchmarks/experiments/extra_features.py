@@ -91,40 +91,42 @@ FOLDS = 5
 PRIOR_UNKNOWN = 10.0  # ln units: e^10 times the problem's mean time
 
 
-def prior_columns(frame) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """The :data:`PRIOR` column of dataset rows (``--columns prior``, forty-seventh session): how fast the row's
-    configuration runs for the problems of its dtype and layout in general, the median over the training problems that
-    timed it of its centred log time (ln time minus the mean ln time of that problem's timed rows). For the training
-    rows it is taken out of fold (the problems in five groups by a hash of their key, each row's value from the other
-    four groups' problems), so that no row sees its own label; for other rows (held out) from every training problem.
-    A configuration no other problem timed gets :data:`PRIOR_UNKNOWN` (the model refuses NaN; far above any median, so
-    a tree can set it apart)."""
+def prior_columns(train: pd.DataFrame):  # type: ignore[no-untyped-def]
+    """The function giving dataset rows their :data:`PRIOR` column (``--columns prior``, forty-seventh session), from
+    the training rows ``train``: how fast the row's configuration runs for the problems of its dtype and layout in
+    general, the median over the training problems that timed it of its centred log time (ln time minus the mean ln
+    time of that problem's timed rows). For the training rows it is taken out of fold (the problems in five groups by
+    a hash of their key, each row's value from the other four groups' problems), so that no row sees its own label;
+    for other rows (held out) from every training problem. A configuration no other problem timed gets
+    :data:`PRIOR_UNKNOWN` (the model refuses NaN; far above any median, so a tree can set it apart)."""
     import zlib
 
-    train = PRIOR_TRAINING["frame"]
-    centred = np.log(train["time_us"].to_numpy(dtype=np.float64))
-    centred = centred - train.assign(lt=centred).groupby("problem_key")["lt"].transform("mean").to_numpy()
+    from training_rows import centred_log_time, config_keys
 
-    def keys(rows):  # type: ignore[no-untyped-def]
-        return rows["dtype"].astype(str) + "|" + rows["layout"].astype(str) + "|" + rows["config_id"].astype(str)
+    centred = centred_log_time(train)
+    train_keys = config_keys(train).to_numpy()
 
-    train_keys = keys(train).to_numpy()
-    if len(frame) == len(train) and (frame["role"].astype(str) == "train").all():
-        fold = train["problem_key"].astype(str).map(lambda key: zlib.crc32(key.encode()) % FOLDS).to_numpy()
-        values = np.full(len(train), np.nan)
-        for f in range(FOLDS):
-            others = fold != f
-            medians = pd.Series(centred[others]).groupby(train_keys[others]).median()
-            values[~others] = pd.Series(train_keys[~others]).map(medians).to_numpy(dtype=np.float64)
-        return np.nan_to_num(values, nan=PRIOR_UNKNOWN)[:, None]
-    medians = pd.Series(centred).groupby(train_keys).median()
-    return np.nan_to_num(keys(frame).map(medians).to_numpy(dtype=np.float64), nan=PRIOR_UNKNOWN)[:, None]
+    def columns(frame):  # type: ignore[no-untyped-def]
+        if len(frame) == len(train) and (frame["role"].astype(str) == "train").all():
+            fold = train["problem_key"].astype(str).map(lambda key: zlib.crc32(key.encode()) % FOLDS).to_numpy()
+            values = np.full(len(train), np.nan)
+            for f in range(FOLDS):
+                others = fold != f
+                medians = pd.Series(centred[others]).groupby(train_keys[others]).median()
+                values[~others] = pd.Series(train_keys[~others]).map(medians).to_numpy(dtype=np.float64)
+            return np.nan_to_num(values, nan=PRIOR_UNKNOWN)[:, None]
+        medians = pd.Series(centred).groupby(train_keys).median()
+        return np.nan_to_num(config_keys(frame).map(medians).to_numpy(dtype=np.float64), nan=PRIOR_UNKNOWN)[:, None]
+
+    return columns
 
 
-# The training rows prior_columns reads its medians from; main sets it before the fits.
-PRIOR_TRAINING: dict[str, pd.DataFrame] = {}
-
-COLUMN_SETS = {"geometry": (EXTRA, extra_columns), "loads": (LOADS, load_columns), "prior": (PRIOR, prior_columns)}
+# Per --columns: the column names and a function of the training rows giving the function that computes them.
+COLUMN_SETS = {
+    "geometry": (EXTRA, lambda train: extra_columns),
+    "loads": (LOADS, lambda train: load_columns),
+    "prior": (PRIOR, prior_columns),
+}
 
 
 def main() -> int:
@@ -138,7 +140,7 @@ def main() -> int:
         "that say nothing, so the comparison shows how far merely widening the matrix moves the fit",
     )  # fmt: skip
     args = parser.parse_args()
-    names, chosen = COLUMN_SETS[args.columns]
+    names, make_columns = COLUMN_SETS[args.columns]
     rng = np.random.default_rng(args.placebo)
 
     def columns(frame):  # type: ignore[no-untyped-def]
@@ -154,7 +156,7 @@ def main() -> int:
 
     device = load_device(args.device_class)
     train, heldout = pipeline.split_by_role(load_measurements(args.dataset, args.device_class))
-    PRIOR_TRAINING["frame"] = train
+    chosen = make_columns(train)
     base_features = pipeline.build_features
     evaluations = {}
     for name, extra in (("schema as it is", False), ("with the extra columns", True)):
