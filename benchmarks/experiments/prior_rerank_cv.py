@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 import pandas as pd
-from training_rows import TrainingRows
+from training_rows import TrainingRows, centred_log_time, config_keys
 
 LAMBDAS = (0.0, 0.1, 0.25, 0.5, 1.0)
 TOPS = (3, 5, 10)
@@ -29,29 +29,27 @@ TOPS = (3, 5, 10)
 def main(argv: list[str]) -> int:
     seed = int(argv[0]) if argv else 0
     data = TrainingRows.load()
-    rows = data.rows
-    keys = rows["dtype"].astype(str) + "|" + rows["layout"].astype(str) + "|" + rows["config_id"].astype(str)
-    keys = keys.to_numpy()
-    log_time = np.log(data.time_us)
-    centred = log_time - pd.Series(log_time).groupby(data.groups).transform("mean").to_numpy()
+    keys = config_keys(data.rows).to_numpy()
+    centred = centred_log_time(data.rows)
+    problem_rows = data.problem_rows()
     fractions: dict[tuple[float, int], dict[str, float]] = {}
     for fold, in_fit in enumerate(data.folds(seed)):
         fit_i, test_i = np.flatnonzero(in_fit), np.flatnonzero(~in_fit)
-        predicted = np.log(data.fit(fit_i).predict(data.X[test_i]))
+        predicted = np.full(len(keys), np.nan)
+        predicted[test_i] = np.log(data.fit(fit_i).predict(data.X[test_i]))
         medians = pd.Series(centred[fit_i]).groupby(keys[fit_i]).median()
-        prior = pd.Series(keys[test_i]).map(medians).fillna(0.0).to_numpy()
-        groups, times = data.groups[test_i], data.time_us[test_i]
-        order = np.argsort(groups, kind="stable")
-        bounds = np.flatnonzero(np.r_[True, groups[order][1:] != groups[order][:-1], True])
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            pos = order[a:b]
-            best = times[pos].min()
+        prior = np.zeros(len(keys))
+        prior[test_i] = pd.Series(keys[test_i]).map(medians).fillna(0.0).to_numpy()
+        for pos in problem_rows:
+            if in_fit[pos[0]]:
+                continue
+            best = data.time_us[pos].min()
             ranked = pos[np.argsort(predicted[pos], kind="stable")]
             for top in TOPS:
                 head = ranked[:top]
                 for lam in LAMBDAS:
                     pick = head[int(np.argmin(predicted[head] + lam * prior[head]))]
-                    fractions.setdefault((lam, top), {})[str(groups[pos[0]])] = float(best / times[pick])
+                    fractions.setdefault((lam, top), {})[str(data.groups[pos[0]])] = float(best / data.time_us[pick])
         print(f"fold {fold}: {len(test_i):,} test rows done", flush=True)
     base = fractions[(0.0, TOPS[0])]
     problems = sorted(base)
