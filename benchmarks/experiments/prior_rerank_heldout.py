@@ -6,7 +6,9 @@ and layout) helps a little at λ 0.1, k 3. Here the shipped artifact's model ran
 problem (as ``tilecost evaluate`` does), the prior comes from every training problem, and each arm's choice is judged
 by the held-out evaluation (measured best over the chosen configuration's time, over the configurations the space
 offers), against the model alone (λ 0): geometric mean, worst, answers below 0.90 and the paired ratio with its 90%
-bootstrap interval, overall and per dtype.
+bootstrap interval, overall and per dtype. The heads are taken over every timed row, so a configuration the space no
+longer offers can take a place in one (on 1 of the 660 held-out problems in the forty-eighth session) and the
+evaluation then chooses from one fewer.
 
     .venv/bin/python benchmarks/experiments/prior_rerank_heldout.py [--artifact DIR] [--dataset DIR]   (~3 min)
 """
