@@ -49,10 +49,11 @@ def main() -> int:
     medians = pd.Series(centred_log_time(train)).groupby(config_keys(train)).median()
     rows = candidate_rows(heldout)
     predicted = load_artifact_model(args.artifact)[0].predict(build_features(rows, device))
-    prior = config_keys(rows).map(medians).fillna(0.0).to_numpy()
-    print(f"{rows['problem_key'].nunique()} held-out problems, {len(rows):,} rows; "
-          f"{int(np.isnan(config_keys(rows).map(medians).to_numpy(dtype=float)).sum()):,} rows' configurations "
-          "timed by no training problem (prior 0)")  # fmt: skip
+    prior = config_keys(rows).map(medians).to_numpy(dtype=np.float64, copy=True)
+    untimed = np.isnan(prior)
+    prior[untimed] = 0.0
+    print(f"{rows['problem_key'].nunique()} held-out problems, {len(rows):,} rows; {int(untimed.sum()):,} rows' "
+          "configurations timed by no training problem (prior 0)")  # fmt: skip
     base = evaluate_predictions(rows, predicted, device)
     per_problem = rows.groupby("problem_key", sort=True).indices
     print("lambda top-k | top-1 geomean / worst / below 0.90 | paired ratio to the model alone (90%) | per dtype")
