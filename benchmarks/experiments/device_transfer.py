@@ -1,0 +1,104 @@
+"""Experiment (forty-ninth session, not part of the product): how far the H200's answers hold on another device class.
+
+Issue 5 item 4 makes a predictor asked about another device than its artifact's flag every answer
+(``OODReason.DEVICE_MISMATCH``); this measures what that flag protects against. For every problem that both device
+classes measured over every candidate (held-out role), on the other device (default ``h100_sxm``) it prints the
+measured best over the time of:
+
+* ``h200 best``: the configuration fastest on the H200 (a tuning database copied from one device to the other);
+* ``model``: the shipped H200 model's answer (``Predictor.load(artifact, device=OTHER)``: measured answers are not
+  used for another device, so this is the model's pick, flagged);
+* ``model on h200``: the same model's answer judged on the H200, for comparison (``measured=False``);
+* ``128x128``: the fixed pointer tile ``ptr-128x128x64-g8-s1-w4-p3`` where both measured it, else left out;
+
+and Kendall's tau between the two devices' times over the configurations both timed. Geometric means over the
+problems, worst and the count below 0.90. A configuration the other device did not time (crashed or hopeless there)
+counts as missing and the problem leaves that column.
+
+    .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+FIXED = "ptr-128x128x64-g8-s1-w4-p3"
+
+
+def _summary(name: str, fractions: list[float]) -> str:
+    if not fractions:
+        return f"{name:14s} no problems"
+    f = np.asarray(fractions)
+    return (f"{name:14s} {len(f):3d} problems  geomean {np.exp(np.log(f).mean()):.3f}  worst {f.min():.3f}  "
+            f"below 0.90: {int((f < 0.90).sum())}")  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--artifact", default=str(REPO / "tilecost/models/h200"))
+    parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
+    parser.add_argument("--other", default="h100_sxm", help="the device class to judge on (default %(default)s)")
+    parser.add_argument("--per-problem", action="store_true", help="one line per problem, worst model answer first")
+    args = parser.parse_args()
+
+    from scipy.stats import kendalltau
+
+    from tilecost import Predictor
+    from tilecost.problem import Problem
+    from tilecost.train.dataset import load_measurements
+    from tilecost.train.pipeline import candidate_rows, split_by_role
+
+    def times_by_problem(device_class: str) -> dict[str, dict[str, float]]:
+        _, heldout = split_by_role(load_measurements(args.dataset, device_class))
+        rows = candidate_rows(heldout)
+        rows = rows[np.isfinite(rows["time_us"])]
+        table = rows.pivot_table(index="problem_key", columns="config_id", values="time_us", aggfunc="min")
+        return {key: {c: float(t) for c, t in row.dropna().items()} for key, row in table.iterrows()}
+
+    home, other = times_by_problem("h200"), times_by_problem(args.other)
+    common = sorted(set(home) & set(other))
+    print(f"{len(other)} held-out problems measured on {args.other}, {len(common)} of them also on the h200")
+    on_other = Predictor.load(args.artifact, device=args.other)
+    on_home = Predictor.load(args.artifact)
+    columns: dict[str, list[float]] = {"h200 best": [], "model": [], "model on h200": [], "128x128": []}
+    taus, lines, flagged = [], [], 0
+    for key in common:
+        problem, h, o = Problem.from_key(key), home[key], other[key]
+        best_o, best_h = min(o.values()), min(h.values())
+        answer = on_other.predict_best(problem)
+        flagged += bool(answer.ood)
+        home_answer = on_home.predict_best(problem, measured=False).config.key
+        row = {
+            "h200 best": best_o / o[min(h, key=h.__getitem__)] if min(h, key=h.__getitem__) in o else None,
+            "model": best_o / o[answer.config.key] if answer.config.key in o else None,
+            "model on h200": best_h / h[home_answer] if home_answer in h else None,
+            "128x128": best_o / o[FIXED] if FIXED in o and FIXED in h else None,
+        }
+        for name, value in row.items():
+            if value is not None:
+                columns[name].append(value)
+        both = sorted(set(h) & set(o))
+        taus.append(kendalltau([h[c] for c in both], [o[c] for c in both]).statistic)
+        lines.append((row["model"] if row["model"] is not None else -1.0, key, row, len(both), taus[-1], answer))
+    print(f"the model's answers flagged out of distribution: {flagged} of {len(common)}")
+    for name, fractions in columns.items():
+        print(_summary(name, fractions))
+    if taus:
+        print(f"Kendall tau, h200 against {args.other} times over the configurations both timed: median "
+              f"{np.median(taus):.3f} (range {min(taus):.3f}-{max(taus):.3f})")  # fmt: skip
+    if args.per_problem:
+        for _, key, row, n, tau, answer in sorted(lines, key=lambda line: line[0]):
+            cells = "  ".join(f"{name} {'-' if v is None else f'{v:.3f}'}" for name, v in row.items())
+            print(f"{key:34s} {cells}  tau {tau:.3f} over {n}  model: {answer.config.key}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
