@@ -17,8 +17,9 @@ counts as missing and the problem leaves that column.
 
     .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
 
-No H100 rows exist yet (forty-ninth session: no device lent); ``--other h200`` is the self-check: every column 1.000 but
-``model on h200``, which is the shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
+No H100 rows exist yet (forty-ninth session: no device lent); ``--other h200`` is the self-check: ``h200 best``
+and ``model`` (measured answers, on the artifact's own device) are 1.000, tau 1.000, and ``model on h200`` is the
+shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
 """
 
 from __future__ import annotations
@@ -74,11 +75,11 @@ def main() -> int:
     taus, lines, flagged = [], [], 0
     for key in common:
         problem, h, o = Problem.from_key(key), home[key], other[key]
-        best_o, best_h = min(o.values()), min(h.values())
+        home_best = min(h, key=h.__getitem__)
+        best_o, best_h = min(o.values()), h[home_best]
         answer = on_other.predict_best(problem)
         flagged += bool(answer.ood)
         home_answer = on_home.predict_best(problem, measured=False).config.key
-        home_best = min(h, key=h.__getitem__)
         row = {
             "h200 best": best_o / o[home_best] if home_best in o else None,
             "model": best_o / o[answer.config.key] if answer.config.key in o else None,
