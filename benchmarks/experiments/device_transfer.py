@@ -12,14 +12,16 @@ measured best over the time of:
 * ``128x128``: the fixed pointer tile ``ptr-128x128x64-g8-s1-w4-p3`` where both measured it, else left out;
 
 and Kendall's tau between the two devices' times over the configurations both timed. Geometric means over the
-problems, worst and the count below 0.90. A configuration the other device did not time (crashed or hopeless there)
-counts as missing and the problem leaves that column.
+problems, worst and the count below 0.90. A configuration the other device did not time (failed there) counts as
+missing and the problem leaves that column; a ``hopeless`` one counts at its screening bound (the faster of two
+launches over 3x the screening best, docs/PROTOCOL.md), so its fraction is an upper bound, below 1/3 either way.
 
     .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
 
-No H100 rows exist yet (forty-ninth session: no device lent); ``--other h200`` is the self-check: ``h200 best``
-and ``model`` (measured answers, on the artifact's own device) are 1.000, tau 1.000, and ``model on h200`` is the
-shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
+Then one line per dtype and layout (geometric means). The H100 rows are the fifty-first session's (146 held-out
+problems of six held-out sets, every candidate, device class ``h100_sxm``). ``--other h200`` is the self-check:
+``h200 best`` and ``model`` (measured answers, on the artifact's own device) are 1.000, tau 1.000, and
+``model on h200`` is the shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
 """
 
 from __future__ import annotations
@@ -57,11 +59,12 @@ def main() -> int:
     from tilecost import Predictor
     from tilecost.problem import Problem
     from tilecost.train.dataset import load_measurements
-    from tilecost.train.pipeline import candidate_rows, split_by_role
+    from tilecost.train.pipeline import candidate_rows
 
     def times_by_problem(device_class: str) -> dict[str, dict[str, float]]:
-        _, heldout = split_by_role(load_measurements(args.dataset, device_class))
-        rows = candidate_rows(heldout)
+        # Held-out rows only: the other device class may have no training problems at all (r49h1 measured 18
+        # held-out layers on the H100 and nothing else), which split_by_role refuses.
+        rows = candidate_rows(load_measurements(args.dataset, device_class).subset("heldout"))
         rows = rows[np.isfinite(rows["time_us"])]
         table = rows.pivot_table(index="problem_key", columns="config_id", values="time_us", aggfunc="min")
         return {key: {c: float(t) for c, t in row.dropna().items()} for key, row in table.iterrows()}
@@ -98,6 +101,17 @@ def main() -> int:
     if taus:
         print(f"Kendall tau, h200 against {args.other} times over the configurations both timed: median "
               f"{np.median(taus):.3f} (range {min(taus):.3f}-{max(taus):.3f})")  # fmt: skip
+    groups: dict[str, list[dict]] = {}
+    for _, key, row, *_ in lines:
+        groups.setdefault(key.split("-", 1)[1], []).append(row)
+    for group, rows_ in sorted(groups.items()):
+        cells = "  ".join(
+            f"{name} {np.exp(np.mean(np.log(v))):.3f}"
+            if (v := [r[name] for r in rows_ if r[name] is not None])
+            else f"{name} -"
+            for name in ("h200 best", "model", "model on h200")
+        )
+        print(f"{group:14s} {len(rows_):3d} problems  geomeans: {cells}")
     if args.per_problem:
         for _, key, row, n, tau, answer in sorted(lines, key=lambda line: line[0]):
             cells = "  ".join(f"{name} {'-' if v is None else f'{v:.3f}'}" for name, v in row.items())
