@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from tilecost.config import TileConfig
-from tilecost.device import DeviceSpec, load_device
+from tilecost.device import DeviceSpec, list_device_classes, load_device
 from tilecost.errors import ArtifactError, SpecError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.problem import DType, Layout, Problem
@@ -516,7 +516,14 @@ def _artifact_directory(source: str | Path) -> Path:
     if isinstance(source, str) and source in shipped:
         return Path(str(resources.files("tilecost") / "models" / source))
     if isinstance(source, str) and os.sep not in source and "/" not in source and not Path(source).is_dir():
-        raise ValueError(f"device={source!r} has no shipped model; use one of {shipped} or Predictor.load(directory)")
+        hint = ""
+        if source in list_device_classes() and shipped:
+            # A known device without its own model (h100_sxm): another device's model can answer, flagged.
+            hint = (f"; or Predictor.load({shipped[0]!r}, device={source!r}) for the {shipped[0]} model's answers, "
+                    "each flagged device_mismatch")  # fmt: skip
+        raise ValueError(
+            f"device={source!r} has no shipped model; use one of {shipped} or Predictor.load(directory){hint}"
+        )
     directory = Path(source)
     if not directory.is_dir():
         raise ArtifactError(f"{directory}: no such artifact directory")

@@ -92,6 +92,19 @@ def test_unknown_devices_name_the_shipped_ones(device: str) -> None:
         tilecost.predict_best((8, 8, 8), device=device)
 
 
+def test_a_known_device_without_a_model_is_pointed_at_the_flagged_fallback() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        tilecost.predict_best((8, 8, 8), device="h100_sxm")
+    hint = "Predictor.load('h200', device='h100_sxm') for the h200 model's answers, each flagged device_mismatch"
+    assert hint in str(excinfo.value)
+    # What the hint names works: the h200 model answers for the H100, flagged.
+    answer = tilecost.Predictor.load("h200", device="h100_sxm").predict_best((8, 8, 8))
+    assert tilecost.OODReason.DEVICE_MISMATCH in answer.ood.reasons
+    with pytest.raises(ValueError) as excinfo:
+        tilecost.predict_best((8, 8, 8), device="b200")
+    assert "device_mismatch" not in str(excinfo.value)  # not a known device: no fallback to name
+
+
 @pytest.mark.parametrize("device", [None, 200, ["h200"], math.nan])
 def test_devices_must_be_names(device: object) -> None:
     with pytest.raises(TypeError, match="device must be a device class name"):
