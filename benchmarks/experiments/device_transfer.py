@@ -19,7 +19,7 @@ launches over 3x the screening best, docs/PROTOCOL.md), so its fraction is an up
     .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
 
 Then one line per dtype and layout (geometric means). The H100 rows are the fifty-first session's (146 held-out
-problems of six held-out sets, every candidate, device class ``h100_sxm``). ``--other h200`` is the self-check:
+problems of four held-out sets, every candidate, device class ``h100_sxm``). ``--other h200`` is the self-check:
 ``h200 best`` and ``model`` (measured answers, on the artifact's own device) are 1.000, tau 1.000, and
 ``model on h200`` is the shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
 """
