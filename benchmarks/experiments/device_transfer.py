@@ -38,11 +38,15 @@ sys.path.insert(0, str(REPO))
 FIXED = "ptr-128x128x64-g8-s1-w4-p3"
 
 
+def _geomean(fractions: list[float]) -> float:
+    return float(np.exp(np.log(fractions).mean()))
+
+
 def _summary(name: str, fractions: list[float]) -> str:
     if not fractions:
         return f"{name:14s} no problems"
     f = np.asarray(fractions)
-    return (f"{name:14s} {len(f):3d} problems  geomean {np.exp(np.log(f).mean()):.3f}  worst {f.min():.3f}  "
+    return (f"{name:14s} {len(f):3d} problems  geomean {_geomean(fractions):.3f}  worst {f.min():.3f}  "
             f"below 0.90: {int((f < 0.90).sum())}")  # fmt: skip
 
 
@@ -105,12 +109,8 @@ def main() -> int:
     for _, key, row, *_ in lines:
         groups.setdefault(key.split("-", 1)[1], []).append(row)
     for group, rows_ in sorted(groups.items()):
-        cells = "  ".join(
-            f"{name} {np.exp(np.mean(np.log(v))):.3f}"
-            if (v := [r[name] for r in rows_ if r[name] is not None])
-            else f"{name} -"
-            for name in ("h200 best", "model", "model on h200")
-        )
+        per_column = {n: [r[n] for r in rows_ if r[n] is not None] for n in ("h200 best", "model", "model on h200")}
+        cells = "  ".join(f"{n} {_geomean(v):.3f}" if v else f"{n} -" for n, v in per_column.items())
         print(f"{group:14s} {len(rows_):3d} problems  geomeans: {cells}")
     if args.per_problem:
         for _, key, row, n, tau, answer in sorted(lines, key=lambda line: line[0]):
