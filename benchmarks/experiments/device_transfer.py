@@ -11,10 +11,12 @@ measured best over the time of:
 * ``model on h200``: the same model's answer judged on the H200, for comparison (``measured=False``);
 * ``128x128``: the fixed pointer tile ``ptr-128x128x64-g8-s1-w4-p3`` where both measured it, else left out;
 
-and Kendall's tau between the two devices' times over the configurations both timed. Geometric means over the
-problems, worst and the count below 0.90. A configuration the other device did not time (failed there) counts as
-missing and the problem leaves that column; a ``hopeless`` one counts at its screening bound (the faster of two
-launches over 3x the screening best, docs/PROTOCOL.md), so its fraction is an upper bound, below 1/3 either way.
+and Kendall's tau between the two devices' times over the configurations both timed, then how the model's answers
+fare on the two devices (Spearman's rank correlation of their fractions, the counts below 0.90 on each). Geometric
+means over the problems, worst and the count below 0.90. A configuration the other device did not time (failed
+there) counts as missing and the problem leaves that column; a ``hopeless`` one counts at its screening bound (the
+faster of two launches over 3x the screening best, docs/PROTOCOL.md), so its fraction is an upper bound, below 1/3
+either way.
 
     .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
 
@@ -58,7 +60,7 @@ def main() -> int:
     parser.add_argument("--per-problem", action="store_true", help="one line per problem, worst model answer first")
     args = parser.parse_args()
 
-    from scipy.stats import kendalltau
+    from scipy.stats import kendalltau, spearmanr
 
     from tilecost import Predictor
     from tilecost.problem import Problem
@@ -105,6 +107,13 @@ def main() -> int:
     if taus:
         print(f"Kendall tau, h200 against {args.other} times over the configurations both timed: median "
               f"{np.median(taus):.3f} (range {min(taus):.3f}-{max(taus):.3f})")  # fmt: skip
+    pairs = [(r["model"], r["model on h200"]) for _, _, r, *_ in lines if None not in (r["model"], r["model on h200"])]
+    if pairs:
+        there, home_ = np.asarray(pairs).T
+        rho = spearmanr(there, home_).statistic
+        print(f"the model's answers on both devices ({len(pairs)} problems): Spearman {rho:.2f}; "
+              f"below 0.90 on {args.other} {int((there < 0.90).sum())}, on the h200 {int((home_ < 0.90).sum())}, "
+              f"on both {int(((there < 0.90) & (home_ < 0.90)).sum())}")  # fmt: skip
     groups: dict[str, list[dict]] = {}
     for _, key, row, *_ in lines:
         groups.setdefault(key.split("-", 1)[1], []).append(row)
