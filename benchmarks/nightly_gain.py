@@ -49,12 +49,9 @@ from tilecost.device import load_device
 from tilecost.predict.ood import OODChecker, training_domain
 from tilecost.problem import Problem
 from tilecost.train.dataset import load_measurements
+from tilecost.train.evaluate import geomean
 from tilecost.train.model import CostModel
 from tilecost.train.pipeline import build_features, evaluate_model, split_by_role
-
-
-def _geomean(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(values)))) if values else math.nan
 
 
 def _fit(frame, device, seed: int, n_jobs: int | None) -> CostModel:
@@ -119,7 +116,7 @@ def _concat(frames):
 
 def summarise(rounds: list[dict]) -> dict:
     def pooled(part: str, name: str) -> float:
-        return _geomean([v for r in rounds if part in r for v in r[part].get(name, {}).values()])
+        return geomean([v for r in rounds if part in r for v in r[part].get(name, {}).values()])
 
     out = {"rounds": len(rounds), "rounds_with_flags": sum(bool(r["flagged"]) for r in rounds),
            "flagged_problem_instances": sum(len(r["flagged"]) for r in rounds)}  # fmt: skip
@@ -129,7 +126,7 @@ def summarise(rounds: list[dict]) -> dict:
         out[f"unflagged_{name}"] = pooled("unflagged_top1", name)
 
     def per_round(part: str, name: str) -> list[float]:
-        return [_geomean(list(r[part][name].values())) for r in rounds if part in r and r[part].get(name)]
+        return [geomean(list(r[part][name].values())) for r in rounds if part in r and r[part].get(name)]
 
     for part in ("flagged", "unflagged"):
         before, after, control = (per_round(f"{part}_top1", n) for n in ("yesterday", "tonight", "control"))
@@ -171,11 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"seed {seed}: {len(result['flagged'])} of {result['queries']} queries flagged "
             f"({result['rows_collected']} rows collected); flagged top-1 yesterday "
-            f"{_geomean(list(f['yesterday'].values())):.3f} -> tonight {_geomean(list(f['tonight'].values())):.3f} "
-            f"(control {_geomean(list(f['control'].values())):.3f}, measured sample "
-            f"{_geomean(list(f['measured_sample'].values())):.3f}); unflagged "
-            f"{_geomean(list(u['yesterday'].values())):.3f} -> {_geomean(list(u['tonight'].values())):.3f} "
-            f"(control {_geomean(list(u['control'].values())):.3f}); fits {result['fit_seconds']:.0f} s",
+            f"{geomean(list(f['yesterday'].values())):.3f} -> tonight {geomean(list(f['tonight'].values())):.3f} "
+            f"(control {geomean(list(f['control'].values())):.3f}, measured sample "
+            f"{geomean(list(f['measured_sample'].values())):.3f}); unflagged "
+            f"{geomean(list(u['yesterday'].values())):.3f} -> {geomean(list(u['tonight'].values())):.3f} "
+            f"(control {geomean(list(u['control'].values())):.3f}); fits {result['fit_seconds']:.0f} s",
             file=sys.stderr,
         )
     summary = summarise(rounds)

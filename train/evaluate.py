@@ -135,7 +135,8 @@ def geomean_interval(logs: np.ndarray, level: float, draws: int, seed: int) -> t
     return float(low), float(high)
 
 
-def _geomean(values: Sequence[float]) -> float:
+def geomean(values: Sequence[float]) -> float:
+    """The geometric mean of positive ``values`` (fractions of the best, times); NaN when there are none."""
     return float(np.exp(np.mean(np.log(values)))) if len(values) else math.nan
 
 
@@ -156,15 +157,15 @@ class Evaluation:
         top1 = [r.top1 for r in chosen]
         top5 = [r.top5 for r in chosen]
         out.update(
-            top1_geomean=_geomean(top1),
+            top1_geomean=geomean(top1),
             top1_worst=min(top1),
-            top5_geomean=_geomean(top5),
+            top5_geomean=geomean(top5),
             top5_worst=min(top5),
             kendall_tau=float(np.nanmean([r.kendall_tau for r in chosen])),
         )
         for name in BASELINES:
             values = [r.baselines[name] for r in chosen]
-            out[f"{name}_geomean"] = _geomean(values)
+            out[f"{name}_geomean"] = geomean(values)
             out[f"{name}_worst"] = min(values)
         return out
 

@@ -8,7 +8,6 @@ other kind (one without the tag was made by ``tilecost train``, so it is real).
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,10 +77,8 @@ def prepare_store(uri: str, name: str, simulated: bool) -> None:
 def flagged_gain(frame: Any, keys: set[str], new_model: Any, old_model: Any, device: Any) -> dict[str, Any] | None:
     """Top-1 (best measured / measured time of the model's pick) on ``keys``' rows, before (the previous
     champion) and after (tonight's model); ``None`` without rows."""
+    from .evaluate import geomean
     from .pipeline import evaluate_model
-
-    def geomean(values: list[float]) -> float:
-        return math.exp(sum(math.log(v) for v in values) / len(values))
 
     rows = frame[frame["problem_key"].isin(sorted(keys))]
     if rows.empty:

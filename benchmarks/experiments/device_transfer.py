@@ -40,15 +40,13 @@ sys.path.insert(0, str(REPO))
 FIXED = "ptr-128x128x64-g8-s1-w4-p3"
 
 
-def _geomean(fractions: list[float]) -> float:
-    return float(np.exp(np.log(fractions).mean()))
-
-
 def _summary(name: str, fractions: list[float]) -> str:
+    from tilecost.train.evaluate import geomean
+
     if not fractions:
         return f"{name:14s} no problems"
     f = np.asarray(fractions)
-    return (f"{name:14s} {len(f):3d} problems  geomean {_geomean(fractions):.3f}  worst {f.min():.3f}  "
+    return (f"{name:14s} {len(f):3d} problems  geomean {geomean(fractions):.3f}  worst {f.min():.3f}  "
             f"below 0.90: {int((f < 0.90).sum())}")  # fmt: skip
 
 
@@ -65,6 +63,7 @@ def main() -> int:
     from tilecost import Predictor
     from tilecost.problem import Problem
     from tilecost.train.dataset import load_measurements
+    from tilecost.train.evaluate import geomean
     from tilecost.train.pipeline import candidate_rows
 
     def times_by_problem(device_class: str) -> dict[str, dict[str, float]]:
@@ -119,7 +118,7 @@ def main() -> int:
         groups.setdefault(key.split("-", 1)[1], []).append(row)
     for group, rows_ in sorted(groups.items()):
         per_column = {n: [r[n] for r in rows_ if r[n] is not None] for n in ("h200 best", "model", "model on h200")}
-        cells = "  ".join(f"{n} {_geomean(v):.3f}" if v else f"{n} -" for n, v in per_column.items())
+        cells = "  ".join(f"{n} {geomean(v):.3f}" if v else f"{n} -" for n, v in per_column.items())
         print(f"{group:14s} {len(rows_):3d} problems  geomeans: {cells}")
     if args.per_problem:
         for _, key, row, n, tau, answer in sorted(lines, key=lambda line: line[0]):
