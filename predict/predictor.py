@@ -9,7 +9,9 @@ A query, in order:
 
 1. a repeated shape is answered from an LRU cache (the same frozen :class:`Prediction`);
 2. a shape the artifact's ``measured.json`` holds is answered with its measured best
-   (``source=Source.MEASURED``), so tilecost doubles as the tuning database;
+   (``source=Source.MEASURED``), so tilecost doubles as the tuning database; asked about another device
+   class, with the same Triton release, the predictor answers with that best as well, as measured on the
+   artifact's device (``Source.MEASURED_ON_ARTIFACT_DEVICE``, flagged ``DEVICE_MISMATCH``);
 3. otherwise the first ``shortlist_width`` members of the shape's shortlist
    (:mod:`tilecost.predict.shortlist`) are masked to the feasible candidates
    (:mod:`tilecost.predict.feasibility`) and scored with the full model (:mod:`tilecost.predict.scoring`);
@@ -29,8 +31,12 @@ can measure the shapes the model was unsure about.
 Device and Triton version. A predictor asked about another device class than the artifact's, or
 running next to another Triton release (read from the installed distribution's metadata, without
 importing triton), flags every answer with ``DEVICE_MISMATCH`` / ``TRITON_VERSION_MISMATCH``;
-``strict=True`` refuses to load instead. Checksums, schema versions and the feature list are always
-checked (:func:`~tilecost.predict.artifact.load_artifact`).
+``strict=True`` refuses to load instead. Another Triton release gets the model's answers only (its kernels
+are not the ones measured); another device class gets the artifact's measured bests where it has them, else
+the model's (on 203 held-out problems that an H200 and an H100 both measured over every candidate, the H200's
+best reached 0.981 of the H100's best, the H200 model's answer 0.956: docs/BENCHMARKS.md §5, fifty-third
+session). Checksums, schema versions and the feature list are always checked
+(:func:`~tilecost.predict.artifact.load_artifact`).
 """
 
 from __future__ import annotations
@@ -89,6 +95,8 @@ class Source(enum.Enum):
 
     MODEL = "model"  # the model's prediction
     MEASURED = "measured"  # the artifact's measurements of this very problem (measured.json)
+    # The same measurements, answering for another device class than the one that made them (flagged DEVICE_MISMATCH)
+    MEASURED_ON_ARTIFACT_DEVICE = "measured_on_artifact_device"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +108,15 @@ class Prediction:
     time_us: float
     source: Source
     ood: OODVerdict
-    # A measured answer is the best of the configurations the dataset timed for the problem: how many
-    # (``configs_measured``) and whether they were all its feasible ones (``measured_all``). None for the model's.
+    # A measured answer (either measured source) is the best of the configurations the dataset timed for the
+    # problem: how many (``configs_measured``) and whether they were all its feasible ones (``measured_all``).
+    # None for the model's.
     configs_measured: int | None = None
     measured_all: bool | None = None
 
     @property
     def measured(self) -> bool:
-        """Whether the answer is a measurement of this problem rather than a prediction."""
+        """Whether the answer is a measurement of this problem on this device rather than a prediction."""
         return self.source is Source.MEASURED
 
     def triton_config(self) -> Any:
@@ -474,13 +483,22 @@ class Predictor:
         return answer
 
     def _measured(self, problem: Problem, verdict: OODVerdict) -> Prediction | None:
-        """The artifact's measured best of ``problem``, unless the predictor answers for another device or Triton
-        release than the one that measured it (a measurement is keyed by both: then the model answers, flagged)."""
+        """The artifact's measured best of ``problem``: as a measurement when the predictor answers for the device
+        class and Triton release that measured it; as the artifact device's measurement when it answers for another
+        device class (the verdict flags ``DEVICE_MISMATCH``); None under another Triton release, whose kernels are
+        not the ones measured (then the model answers, flagged)."""
         entry = self.measured.get(problem.key)
-        if entry is None or self.ood.static_reasons:
+        if entry is None:
+            return None
+        static = self.ood.static_reasons
+        if not static:
+            source = Source.MEASURED
+        elif static == (OODReason.DEVICE_MISMATCH,):
+            source = Source.MEASURED_ON_ARTIFACT_DEVICE
+        else:
             return None
         return Prediction(
-            problem, TileConfig.from_key(entry["config_id"]), float(entry["time_us"]), Source.MEASURED, verdict,
+            problem, TileConfig.from_key(entry["config_id"]), float(entry["time_us"]), source, verdict,
             configs_measured=entry.get("configs_measured"), measured_all=entry.get("complete"),
         )  # fmt: skip
 
@@ -518,9 +536,9 @@ def _artifact_directory(source: str | Path) -> Path:
     if isinstance(source, str) and os.sep not in source and "/" not in source and not Path(source).is_dir():
         hint = ""
         if source in list_device_classes() and shipped:
-            # A known device without its own model (h100_sxm): another device's model can answer, flagged.
-            hint = (f"; or Predictor.load({shipped[0]!r}, device={source!r}) for the {shipped[0]} model's answers, "
-                    "each flagged device_mismatch")  # fmt: skip
+            # A known device without its own model (h100_sxm): another device's artifact can answer, flagged.
+            hint = (f"; or Predictor.load({shipped[0]!r}, device={source!r}) for the {shipped[0]} artifact's answers "
+                    "(its measured bests, else its model's), each flagged device_mismatch")  # fmt: skip
         raise ValueError(
             f"device={source!r} has no shipped model; use one of {shipped} or Predictor.load(directory){hint}"
         )

@@ -261,16 +261,42 @@ def test_measured_answers_say_what_they_are_the_best_of(predictor: Predictor, da
     assert model.configs_measured is None and model.measured_all is None
 
 
-def test_another_device_or_triton_is_answered_by_the_model_not_by_measurements(
-    artifact: Path, dataset: Dataset
-) -> None:
+def test_another_triton_is_answered_by_the_model_not_by_measurements(artifact: Path, dataset: Dataset) -> None:
     problem = dataset.problems("train")[0]
 
     other_triton = Predictor.load(artifact, triton_version="9.9.9").predict_best(problem)
     same = Predictor.load(artifact, triton_version=None).predict_best(problem)
+    both = Predictor.load(artifact, device="h100_sxm", triton_version="9.9.9").predict_best(problem)
 
     assert same.source is Source.MEASURED
     assert other_triton.source is Source.MODEL and OODReason.TRITON_VERSION_MISMATCH in other_triton.ood.reasons
+    assert both.source is Source.MODEL  # another Triton's kernels are not the ones measured, whatever the device
+
+
+def test_another_device_is_answered_by_the_artifact_device_s_measurements_flagged(
+    artifact: Path, dataset: Dataset
+) -> None:
+    """An H200 artifact asked about an H100 answers a problem the H200 measured with the H200's measured best
+    (on held-out problems both measured, closer to the H100's best than the model's answer: BENCHMARKS §5), named
+    as measured elsewhere and flagged, and the model's answer where the artifact has no measurement."""
+    problem = dataset.problems("train")[0]
+    home = Predictor.load(artifact, triton_version=None)
+    other = Predictor.load(artifact, device="h100_sxm", triton_version=None)
+
+    measured = home.predict_best(problem)
+    answer = other.predict_best(problem)
+
+    assert answer.source is Source.MEASURED_ON_ARTIFACT_DEVICE and not answer.measured
+    assert (answer.config, answer.time_us) == (measured.config, measured.time_us)
+    assert (answer.configs_measured, answer.measured_all) == (measured.configs_measured, measured.measured_all)
+    assert OODReason.DEVICE_MISMATCH in answer.ood.reasons and answer.ood
+    ranking = other.rank(problem, 3)
+    assert ranking[0] == answer and all(p.source is Source.MODEL for p in ranking[1:])
+    model = other.predict_best(problem, measured=False)
+    assert model.source is Source.MODEL and model.config == home.predict_best(problem, measured=False).config
+    unmeasured = Problem(333, 444, 555)
+    assert unmeasured.key not in other.measured
+    assert other.predict_best(unmeasured).source is Source.MODEL
 
 
 def test_a_shape_whose_strides_suit_descriptors_reads_its_class_s_own_list(predictor: Predictor) -> None:

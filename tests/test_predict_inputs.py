@@ -95,7 +95,10 @@ def test_unknown_devices_name_the_shipped_ones(device: str) -> None:
 def test_a_known_device_without_a_model_is_pointed_at_the_flagged_fallback() -> None:
     with pytest.raises(ValueError) as excinfo:
         tilecost.predict_best((8, 8, 8), device="h100_sxm")
-    hint = "Predictor.load('h200', device='h100_sxm') for the h200 model's answers, each flagged device_mismatch"
+    hint = (
+        "Predictor.load('h200', device='h100_sxm') for the h200 artifact's answers (its measured bests, else its "
+        "model's), each flagged device_mismatch"
+    )
     assert hint in str(excinfo.value)
     # What the hint names works: the h200 model answers for the H100, flagged.
     answer = tilecost.Predictor.load("h200", device="h100_sxm").predict_best((8, 8, 8))

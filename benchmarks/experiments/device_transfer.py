@@ -6,12 +6,14 @@ classes measured over every candidate (held-out role), on the other device (defa
 measured best over the time of:
 
 * ``h200 best``: the configuration fastest on the H200 (a tuning database copied from one device to the other);
-* ``model``: the shipped H200 model's answer (``Predictor.load(artifact, device=OTHER)``: measured answers are not
-  used for another device, so this is the model's pick, flagged);
+* ``model``: the shipped H200 model's answer (``Predictor.load(artifact, device=OTHER)``, ``measured=False``: the
+  model's pick, flagged);
 * ``model on h200``: the same model's answer judged on the H200, for comparison (``measured=False``);
 * ``128x128``: the fixed pointer tile ``ptr-128x128x64-g8-s1-w4-p3`` where both measured it, else left out;
 
-and Kendall's tau between the two devices' times over the configurations both timed, then how the model's answers
+then what that predictor answers by default (since the fifty-third session, a problem the artifact measured gets
+the artifact device's measured best, ``Source.MEASURED_ON_ARTIFACT_DEVICE``; the others the model's pick), and
+Kendall's tau between the two devices' times over the configurations both timed, then how the model's answers
 fare on the two devices (Spearman's rank correlation of their fractions, the counts below 0.90 on each). Geometric
 means over the problems, worst and the count below 0.90. A configuration the other device did not time (failed
 there) counts as missing and the problem leaves that column; a ``hopeless`` one counts at its screening bound (the
@@ -21,9 +23,9 @@ either way.
     .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
 
 Then one line per dtype and layout (geometric means). The H100 rows are the fifty-first session's (146 held-out
-problems of four held-out sets, every candidate, device class ``h100_sxm``). ``--other h200`` is the self-check:
-``h200 best`` and ``model`` (measured answers, on the artifact's own device) are 1.000, tau 1.000, and
-``model on h200`` is the shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
+problems of four held-out sets, every candidate, device class ``h100_sxm``; 203 of seven sets since the
+fifty-third). ``--other h200`` is the self-check: ``h200 best`` is 1.000, tau 1.000, and ``model`` and
+``model on h200`` are the shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
 """
 
 from __future__ import annotations
@@ -80,13 +82,16 @@ def main() -> int:
     on_other = Predictor.load(args.artifact, device=args.other)
     on_home = Predictor.load(args.artifact)
     columns: dict[str, list[float]] = {"h200 best": [], "model": [], "model on h200": [], "128x128": []}
-    taus, lines, flagged = [], [], 0
+    taus, lines, flagged, served = [], [], 0, []
     for key in common:
         problem, h, o = Problem.from_key(key), home[key], other[key]
         home_best = min(h, key=h.__getitem__)
         best_o, best_h = min(o.values()), h[home_best]
-        answer = on_other.predict_best(problem)
+        answer = on_other.predict_best(problem, measured=False)
         flagged += bool(answer.ood)
+        default = on_other.predict_best(problem)
+        if default.config.key in o:
+            served.append((default.source.value, best_o / o[default.config.key]))
         home_answer = on_home.predict_best(problem, measured=False).config.key
         row = {
             "h200 best": best_o / o[home_best] if home_best in o else None,
@@ -103,6 +108,10 @@ def main() -> int:
     print(f"the model's answers flagged out of distribution: {flagged} of {len(common)}")
     for name, fractions in columns.items():
         print(_summary(name, fractions))
+    if served:
+        sources = sorted({s for s, _ in served})
+        counts = ", ".join(f"{sum(s == x for s, _ in served)} {x}" for x in sources)
+        print(_summary("answered", [f for _, f in served]) + f"  (the predictor's default answers: {counts})")
     if taus:
         print(f"Kendall tau, h200 against {args.other} times over the configurations both timed: median "
               f"{np.median(taus):.3f} (range {min(taus):.3f}-{max(taus):.3f})")  # fmt: skip
