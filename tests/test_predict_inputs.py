@@ -100,7 +100,7 @@ def test_a_known_device_without_a_model_is_pointed_at_the_flagged_fallback() -> 
         "model's), each flagged device_mismatch"
     )
     assert hint in str(excinfo.value)
-    # What the hint names works: the h200 model answers for the H100, flagged.
+    # What the hint names works: the h200 artifact answers for the H100, flagged.
     answer = tilecost.Predictor.load("h200", device="h100_sxm").predict_best((8, 8, 8))
     assert tilecost.OODReason.DEVICE_MISMATCH in answer.ood.reasons
     with pytest.raises(ValueError) as excinfo:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -109,8 +110,7 @@ def main() -> int:
     for name, fractions in columns.items():
         print(_summary(name, fractions))
     if served:
-        sources = sorted({s for s, _ in served})
-        counts = ", ".join(f"{sum(s == x for s, _ in served)} {x}" for x in sources)
+        counts = ", ".join(f"{n} {source}" for source, n in sorted(Counter(s for s, _ in served).items()))
         print(_summary("answered", [f for _, f in served]) + f"  (the predictor's default answers: {counts})")
     if taus:
         print(f"Kendall tau, h200 against {args.other} times over the configurations both timed: median "
