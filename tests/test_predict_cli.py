@@ -48,6 +48,44 @@ def test_a_measured_first_row_is_said_to_lead_the_model_rows(
     assert "measured on the device" not in capsys.readouterr().err
 
 
+def test_answers_for_another_device_are_flagged_and_say_where_a_measured_best_was_measured(
+    artifact: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--for h100_sxm``: the artifact's measured best still leads (as the artifact device's measurement, with what
+    it is the best of), every answer is flagged device_mismatch, and the note names the device that measured it."""
+    from tilecost.predict.predictor import Predictor
+
+    problem = next(iter(Predictor.load(artifact).measured))
+    extents, dtype, layout = problem.split("-")
+    argv = ["predict", *extents.split("x"), "--dtype", dtype, "--layout", layout, "--artifact", str(artifact)]
+
+    assert main([*argv, "--top", "3", "--for", "h100_sxm"]) == 0
+    out, err = capsys.readouterr()
+    rows = out.strip().splitlines()
+    assert [row.split()[4] for row in rows] == ["measured_on_artifact_device", "model", "model"]
+    assert rows[0].endswith(" timed)") and "(best of " in rows[0]
+    assert "for h100_sxm; OUT OF DISTRIBUTION: device_mismatch" in err
+    assert "the first row was measured on the model's device (h200) and leads" in err
+
+    assert main([*argv, "--for", "h100_sxm", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (row,) = data["ranking"]
+    assert row["source"] == "measured_on_artifact_device" and row["configs_measured"] >= 1
+    assert data["ood"]["flagged"] and data["ood"]["reasons"] == ["device_mismatch"]
+
+
+def test_a_known_device_without_a_model_is_pointed_at_for(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "8", "8", "8", "--device", "h100_sxm"]) == 2
+    err = capsys.readouterr().err
+    assert "--device 'h100_sxm' has no shipped model" in err
+    assert "or --device h200 --for h100_sxm: the h200 model's answers, flagged device_mismatch" in err
+    # What the message names works.
+    assert main(["predict", "8", "8", "8", "--device", "h200", "--for", "h100_sxm"]) == 0
+    assert "OUT OF DISTRIBUTION: device_mismatch" in capsys.readouterr().err
+    assert main(["predict", "8", "8", "8", "--device", "b200"]) == 2
+    assert "--for" not in capsys.readouterr().err  # not a known device class: nothing to suggest
+
+
 def test_json_output_carries_the_verdict(artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["predict", "1", "4096", "262144", "--artifact", str(artifact), "--json"]) == 0
 
@@ -62,6 +100,7 @@ def test_json_output_carries_the_verdict(artifact: Path, capsys: pytest.CaptureF
         (["0", "8", "8"], "m=0 is out of range"),
         (["8", "8", "8", "--dtype", "int8"], "dtype='int8' is not allowed"),
         (["8", "8", "8", "--device", "b200"], "--device 'b200' has no shipped model; use one of ['h200']"),
+        (["8", "8", "8", "--for", "b200"], "device='b200' is not a known device class; use one of ['h100_sxm', "),
     ],
 )
 def test_bad_input_exits_2_with_the_message(
