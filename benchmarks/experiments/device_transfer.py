@@ -8,7 +8,10 @@ measured best over the time of:
 * ``h200 best``: the configuration fastest on the H200 (a tuning database copied from one device to the other);
 * ``model``: the shipped H200 model's answer (``Predictor.load(artifact, device=OTHER)``, ``measured=False``: the
   model's pick, flagged);
-* ``model on h200``: the same model's answer judged on the H200, for comparison (``measured=False``);
+* ``model for h200``: the model's answer for the H200 (its own device's features), judged on the other device:
+  whether the other device's spec as features (``device=OTHER``) moves the model's picks for better or worse
+  (fifty-fifth session);
+* ``model on h200``: that answer judged on the H200, for comparison (``measured=False``);
 * ``128x128``: the fixed pointer tile ``ptr-128x128x64-g8-s1-w4-p3`` where both measured it, else left out;
 
 then what that predictor answers by default (since the fifty-third session, a problem the artifact measured gets
@@ -23,9 +26,10 @@ either way.
     .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
 
 Then one line per dtype and layout (geometric means). The H100 rows are the fifty-first session's (146 held-out
-problems of four held-out sets, every candidate, device class ``h100_sxm``; 203 of seven sets since the
-fifty-third). ``--other h200`` is the self-check: ``h200 best`` is 1.000, tau 1.000, and ``model`` and
-``model on h200`` are the shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
+problems of four held-out sets, every candidate, device class ``h100_sxm``; 203 of seven sets since the fifty-third;
+380 of nine since the fifty-fifth). ``--other h200`` is the self-check: ``h200 best`` is 1.000, tau 1.000, and
+``model``, ``model for h200`` and ``model on h200`` are the shipped model's held-out top-1 (0.964 of the best, worst
+0.470, on 660 problems).
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def main() -> int:
     print(f"{len(other)} held-out problems measured on {args.other}, {len(common)} of them also on the h200")
     on_other = Predictor.load(args.artifact, device=args.other)
     on_home = Predictor.load(args.artifact)
-    columns: dict[str, list[float]] = {"h200 best": [], "model": [], "model on h200": [], "128x128": []}
+    columns: dict[str, list[float]] = {"h200 best": [], "model": [], "model for h200": [], "model on h200": [],
+                                       "128x128": []}  # fmt: skip
     taus, lines, flagged, served = [], [], 0, []
     for key in common:
         problem, h, o = Problem.from_key(key), home[key], other[key]
@@ -97,6 +102,8 @@ def main() -> int:
         row = {
             "h200 best": best_o / o[home_best] if home_best in o else None,
             "model": best_o / o[answer.config.key] if answer.config.key in o else None,
+            # the answer the model gives for the h200 (its own device's features), timed on the other device
+            "model for h200": best_o / o[home_answer] if home_answer in o else None,
             "model on h200": best_h / h[home_answer] if home_answer in h else None,
             "128x128": best_o / o[FIXED] if FIXED in o and FIXED in h else None,
         }
@@ -126,7 +133,8 @@ def main() -> int:
     for _, key, row, *_ in lines:
         groups.setdefault(key.split("-", 1)[1], []).append(row)
     for group, rows_ in sorted(groups.items()):
-        per_column = {n: [r[n] for r in rows_ if r[n] is not None] for n in ("h200 best", "model", "model on h200")}
+        names = ("h200 best", "model", "model for h200", "model on h200")
+        per_column = {n: [r[n] for r in rows_ if r[n] is not None] for n in names}
         cells = "  ".join(f"{n} {geomean(v):.3f}" if v else f"{n} -" for n, v in per_column.items())
         print(f"{group:14s} {len(rows_):3d} problems  geomeans: {cells}")
     if args.per_problem:
