@@ -6,7 +6,8 @@ An artifact is a directory::
     model.ubj       the XGBoost booster in XGBoost's own UBJSON model format (``Booster.save_model``), or
     model.json      the same booster in XGBoost's JSON format (artifacts of schema version 1, or passed as JSON)
     <extra files>   named in ``metadata.files`` with their SHA-256, e.g. ``measured.json``, the tuning
-                    database of measured bests, and whatever the predictor precomputes at export
+                    database of measured bests, ``measured-<device class>.json``, another device class's
+                    (:func:`device_measured_file`), and whatever the predictor precomputes at export
 
 ``metadata.json`` records the artifact schema version, the feature list and feature schema version
 the booster was trained on, the target transform, the device class and fingerprint of the
@@ -50,6 +51,7 @@ __all__ = [
     "ArtifactMetadata",
     "booster_format",
     "check_booster",
+    "device_measured_file",
     "load_artifact",
     "save_artifact",
     "swap_in",
@@ -165,6 +167,14 @@ class ArtifactMetadata:
             names = " or ".join(MODEL_FILES.values())
             raise ArtifactError(f"{METADATA_FILE} must list one booster file ({names}); it lists {listed or 'none'}")
         return listed[0]
+
+
+def device_measured_file(device_class: str) -> str:
+    """The artifact file holding another device class's measured bests (``tilecost refresh-measured --for``):
+    ``{"device_class", "measured_from", "problems": {problem key: the entry measured.json has}}``."""
+    if not isinstance(device_class, str) or not _DEVICE_CLASS.fullmatch(device_class):
+        raise ValueError(f"device_class={device_class!r} is not a device class key (as 'h100_sxm')")
+    return f"measured-{device_class}.json"
 
 
 def booster_format(model: bytes) -> str:

@@ -26,8 +26,9 @@ def register(sub: Any) -> None:
     p.add_argument("--device", default="h200", help="device class of a shipped model (default h200)")
     p.add_argument("--artifact", default=None, help="an artifact directory instead of the shipped model")
     p.add_argument("--for", dest="for_device", default=None, metavar="DEVICE",
-                   help="the device class the answers are for, when not the model's own (e.g. h100_sxm): its "
-                        "measured bests, else its model's, each flagged device_mismatch")  # fmt: skip
+                   help="the device class the answers are for, when not the model's own (e.g. h100_sxm): that "
+                        "device's measured bests where the artifact holds them; else the model's device's, else the "
+                        "model's, flagged device_mismatch")  # fmt: skip
     p.add_argument("--top", type=int, default=1, help="how many configurations to list (default 1)")
     p.add_argument("--exhaustive", action="store_true", help="score every candidate, not the shortlist")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -52,7 +53,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     verdict = ranked[0].ood
     if args.json:
         rows = [
-            {"config": p.config.key, "time_us": p.time_us, "source": p.source.value}
+            {
+                "config": p.config.key,
+                "time_us": p.time_us,
+                "source": p.source.value,
+                "ood_reasons": [r.value for r in p.ood.reasons],
+            }  # fmt: skip
             | ({"configs_measured": p.configs_measured, "measured_all": p.measured_all} if _is_measurement(p) else {})
             for p in ranked
         ]
@@ -64,7 +70,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     else:
         for place, p in enumerate(ranked, start=1):
             print(f"{place:>3}  {p.config.key:<32} {p.time_us:>12.2f} us  {p.source.value}{_coverage(p)}")
-    flag = "in distribution" if not verdict else "OUT OF DISTRIBUTION: " + ", ".join(r.value for r in verdict.reasons)
+    flag = _flag(verdict)
     origin = (args.artifact or f"shipped {args.device} model") + (f" for {args.for_device}" if args.for_device else "")
     print(f"{ranked[0].problem.key}: {len(ranked)} configuration(s) from {origin}; {flag}", file=sys.stderr)
     if _is_measurement(ranked[0]) and len(ranked) > 1:
@@ -73,7 +79,13 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         where = "the device" if ranked[0].measured else f"the model's device ({predictor.metadata.device_class})"
         print(f"the first row was measured on {where} and leads; the others are the model's predictions, "
               "ranked among themselves", file=sys.stderr)  # fmt: skip
+        if ranked[1].ood.reasons != verdict.reasons:  # a device's own measurement above another device's model
+            print(f"the model's rows: {_flag(ranked[1].ood)}", file=sys.stderr)
     return 0
+
+
+def _flag(verdict: Any) -> str:
+    return "in distribution" if not verdict else "OUT OF DISTRIBUTION: " + ", ".join(r.value for r in verdict.reasons)
 
 
 def _no_shipped_model(device: str, shipped: list[str], known: list[str]) -> str:
@@ -83,7 +95,8 @@ def _no_shipped_model(device: str, shipped: list[str], known: list[str]) -> str:
     )
     if device in known and shipped:
         message += (
-            f", or --device {shipped[0]} --for {device}: the {shipped[0]} model's answers, flagged device_mismatch"
+            f", or --device {shipped[0]} --for {device}: the {shipped[0]} artifact's answers for it, flagged "
+            "device_mismatch where not measured on it"
         )
     return message
 

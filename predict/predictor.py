@@ -10,8 +10,10 @@ A query, in order:
 1. a repeated shape is answered from an LRU cache (the same frozen :class:`Prediction`);
 2. a shape the artifact's ``measured.json`` holds is answered with its measured best
    (``source=Source.MEASURED``), so tilecost doubles as the tuning database; asked about another device
-   class, with the same Triton release, the predictor answers with that best as well, as measured on the
-   artifact's device (``Source.MEASURED_ON_ARTIFACT_DEVICE``, flagged ``DEVICE_MISMATCH``);
+   class, with the same Triton release, the predictor answers a shape that class measured (the artifact's
+   ``measured-<device class>.json``, ``tilecost refresh-measured --for``) with that device's own measured best
+   (``Source.MEASURED``, not flagged for the device), and one only the artifact's device measured with that
+   device's best (``Source.MEASURED_ON_ARTIFACT_DEVICE``, flagged ``DEVICE_MISMATCH``);
 3. otherwise the first ``shortlist_width`` members of the shape's shortlist
    (:mod:`tilecost.predict.shortlist`) are masked to the feasible candidates
    (:mod:`tilecost.predict.feasibility`) and scored with the full model (:mod:`tilecost.predict.scoring`);
@@ -64,7 +66,7 @@ from tilecost.errors import ArtifactError, SpecError
 from tilecost.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION
 from tilecost.problem import DType, Layout, Problem
 
-from .artifact import ArtifactMetadata, load_artifact
+from .artifact import ArtifactMetadata, device_measured_file, load_artifact
 from .dispatch import DispatchRule
 from .export import PREDICTOR_FILE, PREDICTOR_FORMAT, SHORTLISTS_FILE
 from .ood import FlagRule, OODChecker, OODReason, OODVerdict
@@ -263,13 +265,16 @@ class Predictor:
         extend_from: int | None = EXTEND_FROM,
         query_log: str | Path | QueryLog | None = None,
         level: TreeEnsemble | None = None,
+        measured_here: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.metadata = metadata
         self.ensemble = ensemble  # the trees that rank (all of the booster's but its level trees)
         self.level = level  # the booster's per-problem level trees (metadata.level_trees), or None
         self.device = device
         self.ood = ood
-        self.measured = measured
+        self.measured = measured  # the artifact device's measured bests (measured.json)
+        # The measured bests of the device answered for, when it is not the artifact's (measured-<class>.json)
+        self.measured_here: Mapping[str, Mapping[str, Any]] = measured_here or {}
         self._group_specs = groups
         self._shortlists = shortlists
         self._cache_size = cache_size
@@ -344,11 +349,16 @@ class Predictor:
                 f"asked for {spec.device_class} with Triton {triton_version} ({', '.join(r.value for r in static)})"
             )
         measured = _read_measured(blobs.get(MEASURED_FILE))
+        measured_here: dict[str, Mapping[str, Any]] = {}
+        if spec.device_class != metadata.device_class:
+            here = device_measured_file(spec.device_class)
+            if here in blobs:
+                measured_here = _read_device_measured(blobs[here], here, spec.device_class)
         groups, shortlists, rules = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
         ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules).with_compiled_distance()
         return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,
                    shortlist_width=shortlist_width, extend_from=extend_from, query_log=query_log,
-                   level=level)  # fmt: skip
+                   level=level, measured_here=measured_here)  # fmt: skip
 
     def _group(self, dtype: DType, layout: Layout) -> _Group:
         group = self._groups.get((dtype, layout))
@@ -484,19 +494,26 @@ class Predictor:
 
     def _measured(self, problem: Problem, verdict: OODVerdict) -> Prediction | None:
         """The artifact's measured best of ``problem``: as a measurement when the predictor answers for the device
-        class and Triton release that measured it; as the artifact device's measurement when it answers for another
-        device class (the verdict flags ``DEVICE_MISMATCH``); None under another Triton release, whose kernels are
-        not the ones measured (then the model answers, flagged)."""
-        entry = self.measured.get(problem.key)
-        if entry is None:
-            return None
+        class and Triton release that measured it; answering for another device class, that class's own measured
+        best where the artifact holds one (a measurement, its verdict without ``DEVICE_MISMATCH``), else the
+        artifact device's (the verdict flags ``DEVICE_MISMATCH``); None under another Triton release, whose kernels
+        are not the ones measured (then the model answers, flagged)."""
         static = self.ood.static_reasons
-        if not static:
+        entry = self.measured_here.get(problem.key) if static == (OODReason.DEVICE_MISMATCH,) else None
+        if entry is not None:  # measured on the very device answered for: nothing to flag about the device
             source = Source.MEASURED
-        elif static == (OODReason.DEVICE_MISMATCH,):
-            source = Source.MEASURED_ON_ARTIFACT_DEVICE
+            reasons = tuple(r for r in verdict.reasons if r is not OODReason.DEVICE_MISMATCH)
+            verdict = OODVerdict(reasons, verdict.neighbour_distance_log2)
         else:
-            return None
+            entry = self.measured.get(problem.key)
+            if entry is None:
+                return None
+            if not static:
+                source = Source.MEASURED
+            elif static == (OODReason.DEVICE_MISMATCH,):
+                source = Source.MEASURED_ON_ARTIFACT_DEVICE
+            else:
+                return None
         return Prediction(
             problem, TileConfig.from_key(entry["config_id"]), float(entry["time_us"]), source, verdict,
             configs_measured=entry.get("configs_measured"), measured_all=entry.get("complete"),
@@ -538,7 +555,8 @@ def _artifact_directory(source: str | Path) -> Path:
         if source in list_device_classes() and shipped:
             # A known device without its own model (h100_sxm): another device's artifact can answer, flagged.
             hint = (f"; or Predictor.load({shipped[0]!r}, device={source!r}) for the {shipped[0]} artifact's answers "
-                    "(its measured bests, else its model's), each flagged device_mismatch")  # fmt: skip
+                    "(that device's measured bests where it holds them; else its own, else its model's, flagged "
+                    "device_mismatch)")  # fmt: skip
         raise ValueError(
             f"device={source!r} has no shipped model; use one of {shipped} or Predictor.load(directory){hint}"
         )
@@ -590,12 +608,13 @@ def _mismatches(metadata: ArtifactMetadata, device: DeviceSpec, triton_version: 
     return tuple(reasons)
 
 
-def _read_measured(blob: bytes | None) -> dict[str, Mapping[str, Any]]:
-    """``measured.json``: ``{problem key: {"config_id", "time_us", "complete", "configs_measured"}}``."""
+def _read_measured(blob: bytes | Any | None, name: str = MEASURED_FILE) -> dict[str, Mapping[str, Any]]:
+    """``measured.json``: ``{problem key: {"config_id", "time_us", "complete", "configs_measured"}}`` (its bytes, or
+    the table already parsed)."""
     if blob is None:
         return {}
     try:
-        data = json.loads(blob)
+        data = json.loads(blob) if isinstance(blob, bytes) else blob
         configs = set()  # ~4 problems a configuration: each key is parsed (and so checked) once
         for key, entry in data.items():
             configs.add(entry["config_id"])
@@ -606,8 +625,22 @@ def _read_measured(blob: bytes | None) -> dict[str, Mapping[str, Any]]:
         for config in configs:
             TileConfig.from_key(config)
     except (json.JSONDecodeError, RecursionError, AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise ArtifactError(f"{MEASURED_FILE} is malformed: {exc!r}") from exc
+        raise ArtifactError(f"{name} is malformed: {exc!r}") from exc
     return data
+
+
+def _read_device_measured(blob: bytes, name: str, device_class: str) -> dict[str, Mapping[str, Any]]:
+    """Another device class's measured bests (:func:`~tilecost.predict.artifact.device_measured_file`): its
+    ``problems`` table, read as ``measured.json`` is, once the file names ``device_class`` as its device."""
+    try:
+        data = json.loads(blob)
+        named = data["device_class"]
+        problems = data["problems"]
+    except (json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"{name} is malformed: {exc!r}") from exc
+    if named != device_class:
+        raise ArtifactError(f"{name} holds device_class={named!r}, not {device_class!r}")
+    return _read_measured(problems, name)
 
 
 def _read_shortlists(

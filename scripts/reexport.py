@@ -8,8 +8,8 @@
 the defaults, which ``tilecost train --export-dir`` uses, without it.
 
 Keeps the booster, the sidecar's fields (device, Triton, domain, training record, the shape-side OOD calibration
-and each held-out problem's top-1) and ``measured.json`` exactly; recomputes what
-:func:`tilecost.predict.prepare_artifact_files` writes with today's code, scoring with the booster's
+and each held-out problem's top-1), ``measured.json`` and other device classes' ``measured-<class>.json`` exactly;
+recomputes what :func:`tilecost.predict.prepare_artifact_files` writes with today's code, scoring with the booster's
 ``inplace_predict`` as ``tilecost train --export-dir`` does. For a change of the predictor's precomputation
 (the twenty-fifth session's stride-ragged lists) without a retrained model.
 
@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> Path:
         heldout = heldout_rows(metadata, dataset, "--recalibrate-on")
         ood = recalibrated_on(source, metadata, heldout)
     fresh = dataclasses.replace(metadata, files={}, ood=ood)
-    path, written = export_artifact(target, model, fresh, measured, scorer=scorer, settings=settings, heldout=heldout)
+    tables = {name: data for name, data in files.items() if name.startswith("measured-")}  # other devices' bests
+    path, written = export_artifact(
+        target, model, fresh, measured, scorer=scorer, settings=settings, heldout=heldout, device_tables=tables
+    )
     print(f"re-exported {source} into {path}: {', '.join(written)}")
     if not recalibrate and dataset is None and ood.get("labels") == ANSWER_LABELS and not same_lists(files, path):
         raise SystemExit(

@@ -78,7 +78,7 @@ def test_a_known_device_without_a_model_is_pointed_at_for(capsys: pytest.Capture
     assert main(["predict", "8", "8", "8", "--device", "h100_sxm"]) == 2
     err = capsys.readouterr().err
     assert "--device 'h100_sxm' has no shipped model" in err
-    assert "or --device h200 --for h100_sxm: the h200 model's answers, flagged device_mismatch" in err
+    assert "or --device h200 --for h100_sxm: the h200 artifact's answers for it, flagged device_mismatch where" in err
     # What the message names works.
     assert main(["predict", "8", "8", "8", "--device", "h200", "--for", "h100_sxm"]) == 0
     assert "OUT OF DISTRIBUTION: device_mismatch" in capsys.readouterr().err

@@ -96,8 +96,8 @@ def test_a_known_device_without_a_model_is_pointed_at_the_flagged_fallback() -> 
     with pytest.raises(ValueError) as excinfo:
         tilecost.predict_best((8, 8, 8), device="h100_sxm")
     hint = (
-        "Predictor.load('h200', device='h100_sxm') for the h200 artifact's answers (its measured bests, else its "
-        "model's), each flagged device_mismatch"
+        "Predictor.load('h200', device='h100_sxm') for the h200 artifact's answers (that device's measured bests "
+        "where it holds them; else its own, else its model's, flagged device_mismatch)"
     )
     assert hint in str(excinfo.value)
     # What the hint names works: the h200 artifact answers for the H100, flagged.

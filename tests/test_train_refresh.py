@@ -184,3 +184,77 @@ def test_cli_refreshes_and_reports_bad_input_in_one_line(
     assert "--device-class 'h100' has no shipped model (shipped: h200)" in capsys.readouterr().err
     with pytest.raises(ArtifactError, match="no metadata.json"):
         refresh_measured(tmp_path / "nowhere", newer)
+
+
+def _with_h100(root: Path, target: Path, problems: tuple[Problem, ...]) -> Path:
+    """``root`` plus ``problems`` measured on an H100 (device class ``h100_sxm``, its own partition)."""
+    shutil.copytree(root, target)
+    store = DatasetStore(target)
+    for problem in problems:
+        rows = problem_rows(problem, "heldout", run_id="rh", device_class="h100_sxm", gpu_name="NVIDIA H100 80GB HBM3")
+        store.write_problem("h100_sxm", problem, "rh", rows)
+    return target
+
+
+def test_another_device_class_s_bests_go_beside_the_artifact_s_own(exported, tmp_path: Path) -> None:
+    """``for_device``: the other class's table is written as its own file; the artifact's own table, its
+    provenance and every other file stay byte for byte."""
+    root, artifact = exported
+    measured_there = (TRAIN_PROBLEMS[0], NEW_PROBLEMS[0])
+    both = _with_h100(root, tmp_path / "both", measured_there)
+    before_meta, before = load_artifact(artifact)
+
+    result = refresh_measured(artifact, both, out=tmp_path / "out", for_device="h100_sxm")
+
+    after_meta, after = load_artifact(tmp_path / "out")  # checksums verified, the new file's too
+    assert result.file == "measured-h100_sxm.json" and (result.before, result.after) == (0, 2)
+    assert result.added == tuple(sorted(p.key for p in measured_there))
+    table = json.loads(after["measured-h100_sxm.json"])
+    assert table["device_class"] == "h100_sxm" and set(table["problems"]) == set(result.added)
+    assert table["measured_from"]["dataset_digest"] == load_measurements(both, "h100_sxm").digest
+    assert {name: after[name] for name in before} == before  # measured.json, the booster, the rest
+    assert after_meta.measured_from == before_meta.measured_from
+    assert "refreshed measured-h100_sxm.json of " in result.summary()
+
+    # Refreshed again, from a dataset lacking one of them: refused, nothing written.
+    fewer = _with_h100(root, tmp_path / "fewer", measured_there[:1])
+    written = _snapshot(tmp_path / "out")
+    with pytest.raises(DatasetError, match=r"lacks 1 of the 2 problems .*measured-h100_sxm.json holds"):
+        refresh_measured(tmp_path / "out", fewer, for_device="h100_sxm")
+    with pytest.raises(DatasetError, match="h100_sxm"):  # no H100 rows at all
+        refresh_measured(tmp_path / "out", root, for_device="h100_sxm")
+    with pytest.raises(ValueError, match=r"for_device='H100' is not a device class key \(as 'h100_sxm'\)"):
+        refresh_measured(tmp_path / "out", both, for_device="H100")
+    assert _snapshot(tmp_path / "out") == written
+
+
+def test_cli_for_another_device(exported, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, artifact = exported
+    both = _with_h100(root, tmp_path / "both", (TRAIN_PROBLEMS[0],))
+    argv = ["refresh-measured", "--artifact", str(artifact), "--dataset", str(both), "--out", str(tmp_path / "o")]
+
+    assert main([*argv, "--for", "h100_sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "refreshed measured-h100_sxm.json of " in out and "0 -> 1 measured problems (1 added" in out
+    assert main([*argv[:-1], str(tmp_path / "o2"), "--for", "H100"]) == 2
+    assert "for_device='H100' is not a device class key" in capsys.readouterr().err
+
+
+def test_an_export_carries_the_other_device_classes_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tilecost train --export-dir``: the other device classes the dataset holds, of the same Triton release, go
+    into the artifact as their own tables; a class of another release does not."""
+    root = write_dataset(tmp_path / "ds")
+    store = DatasetStore(root)
+    h100 = TRAIN_PROBLEMS[0]
+    store.write_problem("h100_sxm", h100, "rh", problem_rows(h100, "heldout", run_id="rh", device_class="h100_sxm"))
+    older = problem_rows(h100, "heldout", run_id="rb", device_class="b200", triton_version="3.5.0")
+    store.write_problem("b200", h100, "rb", older)
+    monkeypatch.setattr("tilecost.predict.prepare_artifact_files", _prepare)
+
+    result = train_device_class(root, "h200", model_params=PARAMS, export_dir=tmp_path / "artifact")
+
+    _, files = load_artifact(tmp_path / "artifact")
+    assert "measured-h100_sxm.json" in result.artifact_files and "measured-b200.json" not in files
+    table = json.loads(files["measured-h100_sxm.json"])
+    assert table["device_class"] == "h100_sxm" and list(table["problems"]) == [h100.key]
+    assert table["measured_from"]["dataset_digest"] == load_measurements(root, "h100_sxm").digest

@@ -4,7 +4,7 @@
                       held-out shapes, log to MLflow, export (with --gate: swapped into DIR only when the new model
                       beats DIR's by the promotion rule and its answers then pass the answer gate against DIR's)
     tilecost evaluate --device-class h200 [--artifact DIR | --model-uri models:/tilecost-h200@champion]
-    tilecost refresh-measured --device-class h200 [--artifact DIR] [--out DIR]  the tuning database from --dataset
+    tilecost refresh-measured --device-class h200 [--artifact DIR] [--out DIR] [--for DEVICE]  the tuning database
 
 Both print the held-out evaluation table. ``train`` writes a predictor artifact only into the
 ``--export-dir`` it is given: the shipped model (``tilecost/models/<class>``) is replaced only by
@@ -289,7 +289,7 @@ def _cmd_refresh_measured(args: argparse.Namespace) -> int:
             "name the artifact to refresh with --artifact DIR"
         )
     artifact = Path(args.artifact) if args.artifact else default_export_dir(args.device_class)
-    result = refresh_measured(artifact, args.dataset, out=args.out)
+    result = refresh_measured(artifact, args.dataset, out=args.out, for_device=args.for_device)
     print(result.summary())
     return 0
 
@@ -344,4 +344,7 @@ def register(sub: Any) -> None:
     p.add_argument("--device-class", default="h200", help="the shipped model to refresh (default %(default)s)")
     p.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
     p.add_argument("--out", default=None, help="write the refreshed artifact here, a new directory (default: in place)")
+    p.add_argument("--for", dest="for_device", default=None, metavar="DEVICE",
+                   help="another device class's measured bests (e.g. h100_sxm), kept in the artifact beside its own "
+                   "(measured-DEVICE.json) for predictors loaded for that class")  # fmt: skip
     p.set_defaults(func=_cmd_refresh_measured)

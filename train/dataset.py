@@ -57,7 +57,14 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["FINGERPRINT_COLUMNS", "Measurements", "REQUIRED_COLUMNS", "load_measurements", "newest_run_mask"]
+__all__ = [
+    "FINGERPRINT_COLUMNS",
+    "Measurements",
+    "REQUIRED_COLUMNS",
+    "device_classes",
+    "load_measurements",
+    "newest_run_mask",
+]
 
 # What the device fingerprint of a model is made of (one value each, or the sorted distinct values).
 FINGERPRINT_COLUMNS = (
@@ -199,6 +206,14 @@ def dataset_digest(paths: Sequence[str], root: str, fs: Any) -> str:
     return digest.hexdigest()
 
 
+def device_classes(root: str | Path) -> list[str]:
+    """The device classes ``root`` holds measurement files of (its ``device_class=`` folders), sorted."""
+    from tilecost.collect.store import DatasetStore
+
+    files = DatasetStore(root).files()
+    return sorted({p.split("device_class=", 1)[1].split("/", 1)[0] for p in files if "device_class=" in p})
+
+
 def load_measurements(
     root: str | Path,
     device_class: str,
@@ -223,7 +238,7 @@ def load_measurements(
     layout_values = None if layouts is None else {Layout.parse(x).value for x in layouts}
     every = store.files(device_class)
     if not every:
-        known = sorted({p.split("device_class=", 1)[1].split("/", 1)[0] for p in store.files() if "device_class=" in p})
+        known = device_classes(root)
         raise DatasetError(f"no measurement files for device class {device_class!r} under {root}; found {known}")
     paths = [p for p in every if _selected(p, "dtype", dtype_values) and _selected(p, "layout", layout_values)]
     selection = {

@@ -222,6 +222,7 @@ def export_artifact(
     scorer: Any = None,
     settings: Mapping[str, Any] | None = None,
     heldout: pd.DataFrame | None = None,
+    device_tables: Mapping[str, bytes] | None = None,
 ) -> tuple[Path, list[str]]:
     """Write the artifact to ``directory``; returns it and the names of the files written besides
     the booster and the sidecar. ``model``: the booster's UBJSON (written as ``model.ubj``) or JSON
@@ -231,8 +232,11 @@ def export_artifact(
     the artifact is written, its out-of-distribution flags are fitted again on the answers its predictor gives those
     problems (:func:`tilecost.predict.answer_calibration.calibrate_on_answers`), which is what the flags are judged
     by; ``metadata``'s calibration (the full model's choices, :func:`ood_calibration`) gives its settings. Not when
-    the predictor's precomputation wrote no shortlists (there would be no predictor's answers to fit them on)."""
-    extra = {MEASURED_FILE: measured_file(measured)}
+    the predictor's precomputation wrote no shortlists (there would be no predictor's answers to fit them on).
+
+    ``device_tables``: other device classes' measured bests by file name (``measured-<class>.json``,
+    :func:`~tilecost.train.refresh.other_device_tables`), written as they are."""
+    extra = {MEASURED_FILE: measured_file(measured), **(device_tables or {})}
     predictor = _predictor_files(model, metadata, scorer, settings)
     clash = sorted(set(predictor) & set(extra))
     if clash:

@@ -319,6 +319,7 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, sample
         ood_calibration,
         training_domain,
     )
+    from .refresh import other_device_tables
 
     m = result.measurements
     training = {
@@ -344,8 +345,11 @@ def _export(result: TrainResult, train: pd.DataFrame, directory: Path, *, sample
     settings = None if samples is None else {"samples": samples}
     measured = measured_database(candidate_rows(m.frame))
     heldout = m.subset("heldout") if result.evaluation is not None else None
+    # Other device classes' measured bests in the same dataset go along: a predictor loaded for one answers with them
+    tables = other_device_tables(m.root, m.device_class, metadata.triton_version) if m.root else {}
     path, files = export_artifact(
-        directory, result.model.model_ubjson(), metadata, measured, scorer=scorer, settings=settings, heldout=heldout
-    )
+        directory, result.model.model_ubjson(), metadata, measured, scorer=scorer, settings=settings, heldout=heldout,
+        device_tables=tables,
+    )  # fmt: skip
     result.artifact_dir = path
     result.artifact_files = files

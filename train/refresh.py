@@ -6,12 +6,17 @@ the next export (~30 min on a 2-core machine). :func:`refresh_measured` rebuilds
 of the same device class and Triton version: the booster and every precomputed file are kept byte for byte, the
 sidecar gets the new checksum and records the dataset the table came from (``measured_from``).
 
+With ``for_device`` (``--for``), another device class than the artifact's: the table of that class's measured bests
+(``measured-<class>.json``, :func:`~tilecost.predict.artifact.device_measured_file`), written into the artifact beside
+its own, so that a predictor loaded for that class (``Predictor.load("h200", device="h100_sxm")``) answers a shape
+that device measured with that device's best, as a measurement. Same Triton version as the artifact's; any SM count.
+
 It refuses, naming what differs and writing nothing: a dataset of another Triton version or SM count than the
 artifact's, or one that lacks problems the artifact's table holds (a dataset older than the artifact's, or another
 one). The refreshed artifact is written beside the target and swapped in
 (:func:`~tilecost.predict.artifact.swap_in`), so a crash leaves the old artifact whole.
 
-    tilecost refresh-measured [--artifact DIR] [--dataset datasets/measurements] [--out DIR]
+    tilecost refresh-measured [--artifact DIR] [--dataset datasets/measurements] [--out DIR] [--for DEVICE]
 """
 
 from __future__ import annotations
@@ -25,19 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from tilecost.errors import ArtifactError, DatasetError
-from tilecost.predict.artifact import load_artifact, save_artifact, swap_in
+from tilecost.predict.artifact import device_measured_file, load_artifact, save_artifact, swap_in
 
-from .dataset import load_measurements
+from .dataset import Measurements, device_classes, load_measurements
 from .export import MEASURED_FILE, measured_database, measured_file, measured_provenance
 from .pipeline import candidate_rows
 
-__all__ = ["RefreshResult", "refresh_measured"]
+__all__ = ["RefreshResult", "device_table", "other_device_tables", "refresh_measured"]
 
 
 @dataclass(frozen=True)
 class RefreshResult:
-    """What :func:`refresh_measured` did: where it wrote, the table's size before and after, the problems it
-    added, those whose best changed (measured again by a newer run), and the dataset the table now comes from."""
+    """What :func:`refresh_measured` did: where it wrote, which table (its file), the table's size before and
+    after, the problems it added, those whose best changed (measured again by a newer run), and the dataset the
+    table now comes from."""
 
     artifact: Path
     before: int
@@ -45,20 +51,29 @@ class RefreshResult:
     added: tuple[str, ...]
     changed: tuple[str, ...]
     measured_from: dict[str, Any]
+    file: str = MEASURED_FILE
 
     def summary(self) -> str:
         return (
-            f"refreshed {MEASURED_FILE} of {self.artifact}: {self.before:,} -> {self.after:,} measured problems "
+            f"refreshed {self.file} of {self.artifact}: {self.before:,} -> {self.after:,} measured problems "
             f"({len(self.added):,} added, {len(self.changed):,} with a new best), from dataset "
             f"{str(self.measured_from['dataset_digest'])[:12]}"
         )
 
 
-def refresh_measured(artifact: str | Path, dataset: str | Path, *, out: str | Path | None = None) -> RefreshResult:
+def refresh_measured(
+    artifact: str | Path, dataset: str | Path, *, out: str | Path | None = None, for_device: str | None = None
+) -> RefreshResult:
     """Rebuild ``artifact``'s ``measured.json`` from ``dataset`` and write the artifact to ``out`` (default: in
-    place). Raises :class:`~tilecost.errors.ArtifactError` for an artifact that does not load and
+    place); with ``for_device`` (another device class than the artifact's), that class's table instead. Raises
+    :class:`~tilecost.errors.ArtifactError` for an artifact that does not load and
     :class:`~tilecost.errors.DatasetError` for a dataset that does not fit it; nothing is written then. A write
     that fails (a read-only directory, a full disk) raises ``ArtifactError`` and leaves ``out`` as it was."""
+    if for_device is not None:
+        try:
+            device_measured_file(for_device)
+        except ValueError:
+            raise ValueError(f"for_device={for_device!r} is not a device class key (as 'h100_sxm')") from None
     source = Path(artifact)
     target = source if out is None else Path(out)
     taken = target.exists() and (not target.is_dir() or any(target.iterdir()))
@@ -67,20 +82,29 @@ def refresh_measured(artifact: str | Path, dataset: str | Path, *, out: str | Pa
     metadata, files = load_artifact(source)
     if MEASURED_FILE not in files:
         raise ArtifactError(f"{source}: lists no {MEASURED_FILE}; export it again with tilecost train --export-dir")
-    measurements = load_measurements(dataset, metadata.device_class, triton_version=metadata.triton_version)
-    _check_device(metadata.fingerprint, measurements.fingerprint(), dataset)
-    old = json.loads(files[MEASURED_FILE])
+    device_class = metadata.device_class if for_device is None else for_device
+    other = device_class != metadata.device_class
+    name = device_measured_file(device_class) if other else MEASURED_FILE
+    measurements = load_measurements(dataset, device_class, triton_version=metadata.triton_version)
+    if not other:  # another device class has its own SM count
+        _check_device(metadata.fingerprint, measurements.fingerprint(), dataset)
+    stored = json.loads(files[name]) if name in files else {"problems": {}}  # another class's: its first refresh
+    old = stored["problems"] if other else stored
     new = measured_database(candidate_rows(measurements.frame))
     lost = sorted(set(old) - set(new))
     if lost:
         raise DatasetError(
-            f"{dataset} lacks {len(lost):,} of the {len(old):,} problems {source}/{MEASURED_FILE} holds "
+            f"{dataset} lacks {len(lost):,} of the {len(old):,} problems {source}/{name} holds "
             f"(e.g. {', '.join(lost[:3])}): refresh from the dataset the artifact was exported from or a newer one"
         )
     provenance = measured_provenance(measurements)
-    refreshed = dataclasses.replace(metadata, files={}, measured_from=provenance)
     extra = {name: data for name, data in files.items() if name != metadata.model_file}
-    extra[MEASURED_FILE] = measured_file(new)
+    if other:
+        refreshed = dataclasses.replace(metadata, files={})
+        extra[name] = device_table(measurements, new)
+    else:
+        refreshed = dataclasses.replace(metadata, files={}, measured_from=provenance)
+        extra[MEASURED_FILE] = measured_file(new)
     try:
         _write_swapped(target, files[metadata.model_file], refreshed, extra)
     except OSError as exc:  # a read-only install, a full disk: the old artifact is whole (_write_swapped)
@@ -95,7 +119,37 @@ def refresh_measured(artifact: str | Path, dataset: str | Path, *, out: str | Pa
         added=tuple(sorted(set(new) - set(old))),
         changed=tuple(sorted(key for key in old if old[key] != new[key])),
         measured_from=provenance,
+        file=name,
     )
+
+
+def device_table(measurements: Measurements, problems: dict[str, dict[str, Any]] | None = None) -> bytes:
+    """The bytes of ``measured-<class>.json`` for ``measurements`` of a device class other than an artifact's: its
+    measured bests (``problems``, :func:`~tilecost.train.export.measured_database` of the rows unless given) and the
+    dataset they came from."""
+    if problems is None:
+        problems = measured_database(candidate_rows(measurements.frame))
+    table = {
+        "device_class": measurements.device_class,
+        "measured_from": measured_provenance(measurements),
+        "problems": problems,
+    }
+    return json.dumps(table, indent=1, sort_keys=True).encode()
+
+
+def other_device_tables(dataset: str | Path, device_class: str, triton_version: str) -> dict[str, bytes]:
+    """:func:`device_table` of every device class but ``device_class`` that ``dataset`` holds rows of measured with
+    ``triton_version``, by file name (``tilecost train --export-dir`` writes them into the artifact it exports)."""
+    tables = {}
+    for other in device_classes(dataset):
+        if other == device_class:
+            continue
+        try:
+            measurements = load_measurements(dataset, other, triton_version=triton_version)
+        except DatasetError:  # none of its rows are of this Triton release
+            continue
+        tables[device_measured_file(other)] = device_table(measurements)
+    return tables
 
 
 def _check_device(ours: Any, theirs: dict[str, Any], dataset: str | Path) -> None:
