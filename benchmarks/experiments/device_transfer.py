@@ -15,7 +15,9 @@ measured best over the time of:
 * ``128x128``: the fixed pointer tile ``ptr-128x128x64-g8-s1-w4-p3`` where both measured it, else left out;
 
 then what that predictor answers by default (since the fifty-third session, a problem the artifact measured gets
-the artifact device's measured best, ``Source.MEASURED_ON_ARTIFACT_DEVICE``; the others the model's pick), and
+the artifact device's measured best, ``Source.MEASURED_ON_ARTIFACT_DEVICE``; since the fifty-fifth, one the other
+device measured and the artifact holds in ``measured-<class>.json`` that device's own, ``Source.MEASURED``; the
+others the model's pick), and
 Kendall's tau between the two devices' times over the configurations both timed, then how the model's answers
 fare on the two devices (Spearman's rank correlation of their fractions, the counts below 0.90 on each). Geometric
 means over the problems, worst and the count below 0.90. A configuration the other device did not time (failed
