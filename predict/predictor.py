@@ -349,11 +349,7 @@ class Predictor:
                 f"asked for {spec.device_class} with Triton {triton_version} ({', '.join(r.value for r in static)})"
             )
         measured = _read_measured(blobs.get(MEASURED_FILE))
-        measured_here: dict[str, Mapping[str, Any]] = {}
-        if spec.device_class != metadata.device_class:
-            here = device_measured_file(spec.device_class)
-            if here in blobs:
-                measured_here = _read_device_measured(blobs[here], here, spec.device_class)
+        measured_here = _device_measured(blobs, spec.device_class) if spec.device_class != metadata.device_class else {}
         groups, shortlists, rules = _read_shortlists(blobs.get(PREDICTOR_FILE), blobs.get(SHORTLISTS_FILE))
         ood = OODChecker.from_metadata(metadata.domain, metadata.ood, static).with_rules(rules).with_compiled_distance()
         return cls(metadata, ensemble, spec, ood, measured, groups, shortlists, cache_size,
@@ -627,6 +623,16 @@ def _read_measured(blob: bytes | Any | None, name: str = MEASURED_FILE) -> dict[
     except (json.JSONDecodeError, RecursionError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{name} is malformed: {exc!r}") from exc
     return data
+
+
+def _device_measured(blobs: Mapping[str, bytes], device_class: str) -> dict[str, Mapping[str, Any]]:
+    """The measured bests the artifact holds for ``device_class``, another class than its own (none: ``{}``). A spec
+    may name its class in ways no artifact file is named for (``DeviceSpec`` allows upper case): none, then."""
+    try:
+        name = device_measured_file(device_class)
+    except ValueError:
+        return {}
+    return _read_device_measured(blobs[name], name, device_class) if name in blobs else {}
 
 
 def _read_device_measured(blob: bytes, name: str, device_class: str) -> dict[str, Mapping[str, Any]]:

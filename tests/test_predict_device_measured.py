@@ -5,13 +5,14 @@ measurement, and keeps the artifact device's bests, flagged, for the rest. Real 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tilecost import OODReason, Predictor, Problem, Source
+from tilecost import OODReason, Predictor, Problem, Source, load_device
 from tilecost.errors import ArtifactError
 from tilecost.predict.artifact import device_measured_file, load_artifact, save_artifact
 from tilecost.train.dataset import load_measurements
@@ -95,3 +96,14 @@ def test_a_table_naming_another_device_is_refused(with_h100: Path, tmp_path: Pat
     (tmp_path / "corrupt" / H100_FILE).write_text("{}")
     with pytest.raises(ArtifactError, match="measured-h100_sxm.json does not match its checksum"):
         Predictor.load(tmp_path / "corrupt", device="h100_sxm")
+
+
+def test_a_device_class_no_table_can_be_named_for_still_loads_flagged(with_h100: Path) -> None:
+    """A spec may name its class with upper case, which no artifact file is named for: it has no table, and the
+    predictor answers as for any other device, flagged (as before the tables)."""
+    spec = dataclasses.replace(load_device("h100_sxm"), device_class="H100pcie")
+
+    predictor = Predictor.load(with_h100, device=spec, triton_version=None)
+
+    assert predictor.measured_here == {}
+    assert OODReason.DEVICE_MISMATCH in predictor.predict_best((64, 64, 64)).ood.reasons
