@@ -52,6 +52,7 @@ __all__ = [
     "booster_format",
     "check_booster",
     "device_measured_file",
+    "device_measured_files",
     "load_artifact",
     "save_artifact",
     "swap_in",
@@ -72,6 +73,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # A device class is a key of tilecost/devices/ (``h200``, ``h100_sxm``): never a path, nor a ``.json`` file name,
 # which load_device would read as a spec file.
 _DEVICE_CLASS = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_DEVICE_MEASURED_PREFIX = "measured-"  # measured-<device class>.json: another device class's measured bests
 # JSON may open with whitespace before its object (RFC 8259's four whitespace bytes).
 _JSON_OBJECT = re.compile(rb"[ \t\r\n]*\{")
 # The numbers of ``ood`` that the predictor and the export read (``neighbours`` is an int); inf is allowed.
@@ -174,7 +176,12 @@ def device_measured_file(device_class: str) -> str:
     ``{"device_class", "measured_from", "problems": {problem key: the entry measured.json has}}``."""
     if not isinstance(device_class, str) or not _DEVICE_CLASS.fullmatch(device_class):
         raise ValueError(f"device_class={device_class!r} is not a device class key (as 'h100_sxm')")
-    return f"measured-{device_class}.json"
+    return f"{_DEVICE_MEASURED_PREFIX}{device_class}.json"
+
+
+def device_measured_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The other device classes' tables among an artifact's ``files`` (:func:`device_measured_file`'s names)."""
+    return {name: data for name, data in files.items() if name.startswith(_DEVICE_MEASURED_PREFIX)}
 
 
 def booster_format(model: bytes) -> str:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tilecost.predict.answer_calibration import ANSWER_LABELS, calibration_settings  # noqa: E402
-from tilecost.predict.artifact import ArtifactMetadata, load_artifact  # noqa: E402
+from tilecost.predict.artifact import ArtifactMetadata, device_measured_files, load_artifact  # noqa: E402
 from tilecost.predict.export import PREDICTOR_FILE  # noqa: E402
 from tilecost.predict.ood import calibrate_ood  # noqa: E402
 from tilecost.problem import Problem  # noqa: E402
@@ -84,10 +84,10 @@ def main(argv: list[str] | None = None) -> Path:
         heldout = heldout_rows(metadata, dataset, "--recalibrate-on")
         ood = recalibrated_on(source, metadata, heldout)
     fresh = dataclasses.replace(metadata, files={}, ood=ood)
-    tables = {name: data for name, data in files.items() if name.startswith("measured-")}  # other devices' bests
     path, written = export_artifact(
-        target, model, fresh, measured, scorer=scorer, settings=settings, heldout=heldout, device_tables=tables
-    )
+        target, model, fresh, measured, scorer=scorer, settings=settings, heldout=heldout,
+        device_tables=device_measured_files(files),
+    )  # fmt: skip
     print(f"re-exported {source} into {path}: {', '.join(written)}")
     if not recalibrate and dataset is None and ood.get("labels") == ANSWER_LABELS and not same_lists(files, path):
         raise SystemExit(

@@ -344,16 +344,22 @@ def _reexport_script() -> Any:
 def test_a_re_export_keeps_booster_sidecar_and_measurements_and_rebuilds_the_lists(
     artifact: Path, tmp_path: Path
 ) -> None:
-    """``scripts/reexport.py``: the same model, sidecar fields and measured answers; new predictor files."""
+    """``scripts/reexport.py``: the same model, sidecar fields and measured answers (another device class's too);
+    new predictor files."""
+    from tilecost.train.refresh import refresh_measured
+
     module = _reexport_script()
     settings = {"step_log2": 40.0, "samples": 48, "validation": 8, "list_width": 8, "default_width": 4}
+    source = tmp_path / "source"  # with the shipped dataset's H100 measured bests beside its own
+    refresh_measured(artifact, fixtures.DATASET, out=source, for_device="h100_sxm")
 
-    path = module.main([str(artifact), str(tmp_path / "again"), json.dumps(settings)])
+    path = module.main([str(source), str(tmp_path / "again"), json.dumps(settings)])
 
-    before, old = load_artifact(artifact)
+    before, old = load_artifact(source)
     after, new = load_artifact(path)
     assert new[after.model_file] == old[before.model_file]
     assert json.loads(new["measured.json"]) == json.loads(old["measured.json"])
+    assert new["measured-h100_sxm.json"] == old["measured-h100_sxm.json"]
     assert asdict(after) | {"files": {}} == asdict(before) | {"files": {}}
     groups = json.loads(new["predictor.json"])["groups"]
     assert groups.keys() == json.loads(old["predictor.json"])["groups"].keys()
