@@ -29,9 +29,9 @@ either way.
 
 Then one line per dtype and layout (geometric means). The H100 rows are the fifty-first session's (146 held-out
 problems of four held-out sets, every candidate, device class ``h100_sxm``; 203 of seven sets since the fifty-third;
-380 of nine since the fifty-fifth; 506 of twelve since the fifty-sixth). ``--other h200`` is the self-check: ``h200 best`` is 1.000, tau 1.000, and
-``model``, ``model for h200`` and ``model on h200`` are the shipped model's held-out top-1 (0.964 of the best, worst
-0.470, on 660 problems).
+380 of nine since the fifty-fifth; 506 since the fifty-sixth, adding the fifth and fourth sets and part of the
+second). ``--other h200`` is the self-check: ``h200 best`` is 1.000, tau 1.000, and ``model``, ``model for h200``
+and ``model on h200`` are the shipped model's held-out top-1 (0.964 of the best, worst 0.470, on 660 problems).
 """
 
 from __future__ import annotations
