@@ -21,7 +21,7 @@ from tilecost.train import refresh as refresh_module
 from tilecost.train.dataset import load_measurements
 from tilecost.train.export import MEASURED_FILE
 from tilecost.train.pipeline import train_device_class
-from tilecost.train.refresh import refresh_measured
+from tilecost.train.refresh import refresh_every_table, refresh_measured
 
 PARAMS = {"n_estimators": 10, "max_depth": 3, "n_jobs": 1}
 NEW_PROBLEMS = (Problem(96, 3000, 640, "bf16", "nt"), Problem(4096, 64, 512, "bf16", "nt"))
@@ -258,3 +258,34 @@ def test_an_export_carries_the_other_device_classes_tables(tmp_path: Path, monke
     table = json.loads(files["measured-h100_sxm.json"])
     assert table["device_class"] == "h100_sxm" and list(table["problems"]) == [h100.key]
     assert table["measured_from"]["dataset_digest"] == load_measurements(root, "h100_sxm").digest
+
+
+def test_every_table_is_refreshed_and_one_that_cannot_be_is_kept(exported, tmp_path: Path) -> None:
+    """``refresh_every_table`` (the nightly's export step when the champion stays): the artifact's own table, then
+    every other device class's the artifact holds or the dataset has rows of; a held table the dataset cannot refresh
+    stays byte for byte, and a class of another Triton release gets no table; each is said."""
+    root, artifact = exported
+    work = tmp_path / "artifact"
+    shutil.copytree(artifact, work)
+    refresh_measured(work, _with_h100(root, tmp_path / "one", TRAIN_PROBLEMS[:1]), for_device="h100_sxm")
+    newer = _with_h100(_newer(root, tmp_path / "newer"), tmp_path / "both", (TRAIN_PROBLEMS[0], NEW_PROBLEMS[0]))
+    older = problem_rows(NEW_PROBLEMS[1], "heldout", run_id="rb", device_class="b200", triton_version="3.5.0")
+    DatasetStore(newer).write_problem("b200", NEW_PROBLEMS[1], "rb", older)
+
+    results, not_refreshed = refresh_every_table(work, newer)
+
+    assert [r.file for r in results] == [MEASURED_FILE, "measured-h100_sxm.json"]
+    assert results[0].added == tuple(sorted(p.key for p in NEW_PROBLEMS))
+    assert (results[1].before, results[1].after, results[1].added) == (1, 2, (NEW_PROBLEMS[0].key,))
+    _, files = load_artifact(work)
+    assert set(json.loads(files["measured-h100_sxm.json"])["problems"]) == {TRAIN_PROBLEMS[0].key, NEW_PROBLEMS[0].key}
+    assert "measured-b200.json" not in files
+    assert len(not_refreshed) == 1 and not_refreshed[0].startswith("b200: no table added (")
+
+    # A dataset without the H100's rows: the own table refreshed, the H100's kept as it was, and said.
+    table = files["measured-h100_sxm.json"]
+    results, not_refreshed = refresh_every_table(work, _newer(root, tmp_path / "h200-only"))
+    _, files = load_artifact(work)
+    assert [r.file for r in results] == [MEASURED_FILE] and files["measured-h100_sxm.json"] == table
+    assert len(not_refreshed) == 1 and not_refreshed[0].startswith("measured-h100_sxm.json kept as it was (")
+    assert "h100_sxm" in not_refreshed[0].split("(", 1)[1]

@@ -19,8 +19,8 @@
    answer gate against the artifact there (:mod:`~tilecost.train.answer_gate`: the predictor's answers on the
    held-out problems, not the full model's, no worse beyond chance and no more of them bad), else
    withheld: the artifact there stays and the ``champion`` alias goes back to its version; with the champion
-   unchanged, its artifact there gets its tuning database refreshed from tonight's dataset
-   (:mod:`~tilecost.train.refresh`);
+   unchanged, its artifact there gets its tuning database, and the other device classes' tables it holds or
+   tonight's dataset has rows of, refreshed from tonight's dataset (:mod:`~tilecost.train.refresh`);
 6. **report**: ``<night>/report.md`` and, with matplotlib, the champion's figures and HTML page
    (:mod:`tilecost.train.report`).
 

@@ -179,19 +179,21 @@ def _export_job(
 
 def _refresh_measured(night: NightContext, train: dict[str, Any]) -> StepOutcome:
     """The champion is unchanged, so its artifact stays, with its tuning database rebuilt from tonight's dataset
-    (:func:`~tilecost.train.refresh.refresh_measured`): the shapes measured tonight are answered from their
-    measurements from now on, not by the model until the next promotion."""
-    from .refresh import refresh_measured
+    (:func:`~tilecost.train.refresh.refresh_every_table`): the shapes measured tonight are answered from their
+    measurements from now on, not by the model until the next promotion. Other device classes' tables are
+    refreshed too (fifty-sixth session); one the dataset cannot refresh stays as it was, and the outcome says so."""
+    from .refresh import refresh_every_table
 
     target = night.s.resolved_export_dir
     unchanged = f"export: champion unchanged ({train['decision']}); its artifact stays"
     if not (target / METADATA_FILE).is_file():
         return StepOutcome(Step.EXPORT, Outcome.SKIPPED, f"{unchanged} (none in {target} yet)")
     try:
-        result = refresh_measured(target, night.s.dataset)
+        results, not_refreshed = refresh_every_table(target, night.s.dataset)
     except (TilecostError, ValueError) as exc:  # another Triton version or device, an older dataset
         return StepOutcome(Step.EXPORT, Outcome.FAILED, f"{unchanged}; its measured.json NOT refreshed: {exc}")
-    return StepOutcome(Step.EXPORT, Outcome.DONE, f"{unchanged}; {result.summary()}")
+    done = "; ".join(result.summary() for result in results)
+    return StepOutcome(Step.EXPORT, Outcome.DONE, "; ".join([unchanged, done, *not_refreshed]))
 
 
 def step_export(night: NightContext) -> StepOutcome:

@@ -11,6 +11,9 @@ With ``for_device`` (``--for``), another device class than the artifact's: the t
 its own, so that a predictor loaded for that class (``Predictor.load("h200", device="h100_sxm")``) answers a shape
 that device measured with that device's best, as a measurement. Same Triton version as the artifact's; any SM count.
 
+:func:`refresh_every_table` refreshes the artifact's own table and then every other device class's (the nightly
+loop's export step when the champion stays, fifty-sixth session).
+
 It refuses, naming what differs and writing nothing: a dataset of another Triton version or SM count than the
 artifact's, or one that lacks problems the artifact's table holds (a dataset older than the artifact's, or another
 one). The refreshed artifact is written beside the target and swapped in
@@ -30,13 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from tilecost.errors import ArtifactError, DatasetError
-from tilecost.predict.artifact import device_measured_file, load_artifact, save_artifact, swap_in
+from tilecost.predict.artifact import (
+    device_measured_file,
+    device_measured_files,
+    load_artifact,
+    save_artifact,
+    swap_in,
+)
 
 from .dataset import Measurements, device_classes, load_measurements
 from .export import MEASURED_FILE, measured_database, measured_file, measured_provenance
 from .pipeline import candidate_rows
 
-__all__ = ["RefreshResult", "device_table", "other_device_tables", "refresh_measured"]
+__all__ = ["RefreshResult", "device_table", "other_device_tables", "refresh_every_table", "refresh_measured"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,29 @@ def refresh_measured(
         measured_from=provenance,
         file=name,
     )
+
+
+def refresh_every_table(artifact: str | Path, dataset: str | Path) -> tuple[list[RefreshResult], list[str]]:
+    """Refresh ``artifact`` in place: its own ``measured.json`` (:func:`refresh_measured`, whose errors propagate and
+    leave the artifact as it was), then, one at a time, the table of every other device class that the artifact
+    holds or that ``dataset`` has rows of. Returns the refreshes done and, for each other class not refreshed, why:
+    a table the artifact holds that the dataset cannot refresh (it stays as it was) or a class of the dataset with
+    no rows of the artifact's Triton release (no table is added)."""
+    results = [refresh_measured(artifact, dataset)]
+    metadata, files = load_artifact(artifact)
+    held = {json.loads(data)["device_class"] for data in device_measured_files(files).values()}
+    problems = []
+    for device_class in sorted((held | set(device_classes(dataset))) - {metadata.device_class}):
+        try:
+            results.append(refresh_measured(artifact, dataset, for_device=device_class))
+        except (DatasetError, ArtifactError, ValueError) as exc:
+            what = (
+                f"{device_measured_file(device_class)} kept as it was"
+                if device_class in held
+                else f"{device_class}: no table added"
+            )
+            problems.append(f"{what} ({exc})")
+    return results, problems
 
 
 def device_table(measurements: Measurements, problems: dict[str, dict[str, Any]] | None = None) -> bytes:
