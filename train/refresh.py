@@ -140,8 +140,8 @@ def refresh_every_table(artifact: str | Path, dataset: str | Path) -> tuple[list
     no rows of the artifact's Triton release (no table is added)."""
     results = [refresh_measured(artifact, dataset)]
     metadata, files = load_artifact(artifact)
-    held = {json.loads(data)["device_class"] for data in device_measured_files(files).values()}
-    problems = []
+    held = {json.loads(data).get("device_class") for data in device_measured_files(files).values()} - {None}
+    not_refreshed = []
     for device_class in sorted((held | set(device_classes(dataset))) - {metadata.device_class}):
         try:
             results.append(refresh_measured(artifact, dataset, for_device=device_class))
@@ -151,8 +151,8 @@ def refresh_every_table(artifact: str | Path, dataset: str | Path) -> tuple[list
                 if device_class in held
                 else f"{device_class}: no table added"
             )
-            problems.append(f"{what} ({exc})")
-    return results, problems
+            not_refreshed.append(f"{what} ({exc})")
+    return results, not_refreshed
 
 
 def device_table(measurements: Measurements, problems: dict[str, dict[str, Any]] | None = None) -> bytes:
