@@ -1,0 +1,81 @@
+"""Write the H100's first training plans: H200 training problems, to be measured on an H100 as ``h100_sxm``.
+
+The fifty-sixth session's grouped CV over the H100's 506 held-out problems (``benchmarks/experiments/
+device_adaptation_cv.py``, docs/BENCHMARKS.md §5) found that a model of ~405 H100 problems alone ranks below the H200
+model asked for the H100 (0.939 against 0.958 of the best), gaining ~0.018 per doubling: an H100 model needs a
+training set of the H200's kind, well over 850 sampled problems. These plans are its first part.
+
+Each plan holds one kernel pattern (a dtype, a layout and alignment to 16 or not: the sixteen main ones, so that a
+device call compiles one pattern and finishes its plan), ``CAP`` problems drawn (seeded) from the shipped dataset's H200
+training problems of that pattern that were measured on a 25% sample, at most ``MAX_FLOP`` (``2·M·N·K``) each and not
+yet measured on the H100, role ``train``, each with its H200 family. Measured with ``SAMPLE=0.25`` and the collector's
+default seed, an H100 run times the seeded 25% share the H200's runs timed (on the first six problems of the bf16 nt
+x-x plan, every configuration the H100 would time the H200 timed; the H200 has a few more where model-top runs
+added them), so the two devices' rows pair. The collector measures a plan's cheapest problems first, so a call cut
+short keeps the cheap ones; 16 plans of ``CAP`` 32 are 512 problems, ~244,000 configurations.
+
+    .venv/bin/python scripts/h100_train_plan.py [CAP [MAX_FLOP [SEED]]]
+    (defaults 32, 2e12, 56; writes datasets/plans/2026-12-06-s56-h100-train-<pattern>.json, ~10 s)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from tilecost.collect.compile import problem_pattern
+from tilecost.problem import DType, Layout, Problem
+
+REPO = Path(__file__).resolve().parents[1]
+NAME = "2026-12-06-s56-h100-train"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 3:
+        sys.exit("usage: h100_train_plan.py [CAP [MAX_FLOP [SEED]]]")
+    cap = int(argv[0]) if argv else 32
+    max_flop = float(argv[1]) if len(argv) > 1 else 2e12
+    seed = int(argv[2]) if len(argv) > 2 else 56
+    rows = ds.dataset(REPO / "datasets/measurements/device_class=h200", partitioning="hive").to_table(
+        columns=["problem_key", "family", "role", "sample_fraction"],
+        filter=(pc.field("role") == "train")
+        & (pc.field("sample_fraction") > 0.24)
+        & (pc.field("sample_fraction") < 0.26),
+    )
+    families = dict(zip(rows.column("problem_key").to_pylist(), rows.column("family").to_pylist(), strict=True))
+    measured_h100 = set(
+        ds.dataset(REPO / "datasets/measurements/device_class=h100_sxm", partitioning="hive")
+        .to_table(columns=["problem_key"]).column("problem_key").unique().to_pylist()
+    )  # fmt: skip
+    rng = np.random.default_rng(seed)
+    by_pattern: dict[str, list[Problem]] = {
+        f"{dtype.value}-{layout.value}-{align}": []
+        for dtype in DType
+        for layout in Layout
+        for align in ("16-16", "x-x")
+    }
+    for key in sorted(families):
+        problem = Problem.from_key(key)
+        pattern = problem_pattern(problem)
+        if pattern in by_pattern and key not in measured_h100 and 2 * problem.m * problem.n * problem.k <= max_flop:
+            by_pattern[pattern].append(problem)
+    for pattern, problems in by_pattern.items():
+        drawn = [problems[i] for i in rng.permutation(len(problems))[:cap]]
+        plan = [
+            {"m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype.value, "layout": p.layout.value,
+             "family": families[p.key], "role": "train"}
+            for p in drawn
+        ]  # fmt: skip
+        path = REPO / "datasets/plans" / f"{NAME}-{pattern}.json"
+        path.write_text(json.dumps(plan, indent=1) + "\n")
+        print(f"{path.relative_to(REPO)}: {len(plan)} of {len(problems)} problems")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
