@@ -289,3 +289,23 @@ def test_every_table_is_refreshed_and_one_that_cannot_be_is_kept(exported, tmp_p
     assert [r.file for r in results] == [MEASURED_FILE] and files["measured-h100_sxm.json"] == table
     assert len(not_refreshed) == 1 and not_refreshed[0].startswith("measured-h100_sxm.json kept as it was (")
     assert "h100_sxm" in not_refreshed[0].split("(", 1)[1]
+
+
+def test_cli_all_refreshes_every_table_in_place(exported, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, artifact = exported
+    work = tmp_path / "artifact"
+    shutil.copytree(artifact, work)
+    both = _with_h100(root, tmp_path / "both", (TRAIN_PROBLEMS[0],))
+    argv = ["refresh-measured", "--artifact", str(work), "--dataset", str(both)]
+
+    assert main([*argv, "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("refreshed measured.json of ") and "0 -> 1 measured problems" in lines[1]
+    assert lines[1].startswith("refreshed measured-h100_sxm.json of ") and len(lines) == 2
+    _, files = load_artifact(work)
+    assert list(json.loads(files["measured-h100_sxm.json"])["problems"]) == [TRAIN_PROBLEMS[0].key]
+    written = _snapshot(work)
+    assert main([*argv, "--all", "--out", str(tmp_path / "elsewhere")]) == 2
+    assert "--all refreshes the artifact in place, every table" in capsys.readouterr().err
+    assert main([*argv, "--all", "--for", "h100_sxm"]) == 2
+    assert _snapshot(work) == written and not (tmp_path / "elsewhere").exists()

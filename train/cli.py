@@ -4,7 +4,8 @@
                       held-out shapes, log to MLflow, export (with --gate: swapped into DIR only when the new model
                       beats DIR's by the promotion rule and its answers then pass the answer gate against DIR's)
     tilecost evaluate --device-class h200 [--artifact DIR | --model-uri models:/tilecost-h200@champion]
-    tilecost refresh-measured --device-class h200 [--artifact DIR] [--out DIR] [--for DEVICE]  the tuning database
+    tilecost refresh-measured --device-class h200 [--artifact DIR] [--out DIR] [--for DEVICE | --all]  the tuning
+                      database
 
 Both print the held-out evaluation table. ``train`` writes a predictor artifact only into the
 ``--export-dir`` it is given: the shipped model (``tilecost/models/<class>``) is replaced only by
@@ -281,7 +282,7 @@ def _cmd_refresh_measured(args: argparse.Namespace) -> int:
     from tilecost.predict.predictor import shipped_devices
 
     from .export import default_export_dir
-    from .refresh import refresh_measured
+    from .refresh import refresh_every_table, refresh_measured
 
     if args.artifact is None and args.device_class not in shipped_devices():
         raise ValueError(
@@ -289,6 +290,13 @@ def _cmd_refresh_measured(args: argparse.Namespace) -> int:
             "name the artifact to refresh with --artifact DIR"
         )
     artifact = Path(args.artifact) if args.artifact else default_export_dir(args.device_class)
+    if args.all:
+        if args.for_device is not None or args.out is not None:
+            raise ValueError("--all refreshes the artifact in place, every table: give it without --for and --out")
+        results, not_refreshed = refresh_every_table(artifact, args.dataset)
+        for line in [*(result.summary() for result in results), *not_refreshed]:
+            print(line)
+        return 0
     result = refresh_measured(artifact, args.dataset, out=args.out, for_device=args.for_device)
     print(result.summary())
     return 0
@@ -347,4 +355,8 @@ def register(sub: Any) -> None:
     p.add_argument("--for", dest="for_device", default=None, metavar="DEVICE",
                    help="another device class's measured bests (e.g. h100_sxm), kept in the artifact beside its own "
                    "(measured-DEVICE.json) for predictors loaded for that class")  # fmt: skip
+    p.add_argument("--all", action="store_true",
+                   help="in place, the artifact's own table and then every other device class's it holds or "
+                   "the dataset has rows of (as the nightly loop does); one the dataset cannot refresh is kept, "
+                   "and said")  # fmt: skip
     p.set_defaults(func=_cmd_refresh_measured)

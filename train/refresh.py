@@ -11,15 +11,15 @@ With ``for_device`` (``--for``), another device class than the artifact's: the t
 its own, so that a predictor loaded for that class (``Predictor.load("h200", device="h100_sxm")``) answers a shape
 that device measured with that device's best, as a measurement. Same Triton version as the artifact's; any SM count.
 
-:func:`refresh_every_table` refreshes the artifact's own table and then every other device class's (the nightly
-loop's export step when the champion stays, fifty-sixth session).
+:func:`refresh_every_table` (``--all``) refreshes the artifact's own table and then every other device class's (the
+nightly loop's export step when the champion stays, fifty-sixth session).
 
 It refuses, naming what differs and writing nothing: a dataset of another Triton version or SM count than the
 artifact's, or one that lacks problems the artifact's table holds (a dataset older than the artifact's, or another
 one). The refreshed artifact is written beside the target and swapped in
 (:func:`~tilecost.predict.artifact.swap_in`), so a crash leaves the old artifact whole.
 
-    tilecost refresh-measured [--artifact DIR] [--dataset datasets/measurements] [--out DIR] [--for DEVICE]
+    tilecost refresh-measured [--artifact DIR] [--dataset datasets/measurements] [--out DIR] [--for DEVICE | --all]
 """
 
 from __future__ import annotations
