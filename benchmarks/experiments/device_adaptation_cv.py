@@ -18,7 +18,7 @@ geometric mean of top-1 (best over the chosen configuration's time), worst and t
 test folds' problems pooled.
 
     .venv/bin/python benchmarks/experiments/device_adaptation_cv.py [--seed 0] [--rounds 200] [--no-h100-only]
-    (~25 min on this 2-core machine with the H100-only fits, ~4 min without)
+    (~10 min on this 2-core machine with the H100-only fits, ~1.5 min without)
 """
 
 from __future__ import annotations
