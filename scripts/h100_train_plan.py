@@ -15,7 +15,8 @@ added them), so the two devices' rows pair. The collector measures a plan's chea
 short keeps the cheap ones; 16 plans of ``CAP`` 32 are 512 problems, ~244,000 configurations.
 
     .venv/bin/python scripts/h100_train_plan.py [CAP [MAX_FLOP [SEED]]]
-    (defaults 32, 2e12, 56; writes datasets/plans/2026-12-06-s56-h100-train-<pattern>.json, ~10 s)
+    (defaults 32, 2e12, 56; writes datasets/plans/2026-12-06-s56-h100-train-<pattern>.json, ~2 s; refuses while
+    they exist: they are the H100 queue's, and a resumed run must find its plan as it was)
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ NAME = "2026-12-06-s56-h100-train"
 def main(argv: list[str]) -> int:
     if len(argv) > 3:
         sys.exit("usage: h100_train_plan.py [CAP [MAX_FLOP [SEED]]]")
+    written = sorted((REPO / "datasets/plans").glob(f"{NAME}-*.json"))
+    if written:  # the H100 queue's plans (docs/COLLECTING.md): a resumed run must find its plan as it was
+        sys.exit(f"{len(written)} plans {NAME}-*.json exist (the H100 queue's); to draw others, change NAME")
     cap = int(argv[0]) if argv else 32
     max_flop = float(argv[1]) if len(argv) > 1 else 2e12
     seed = int(argv[2]) if len(argv) > 2 else 56
