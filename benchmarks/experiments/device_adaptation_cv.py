@@ -4,8 +4,10 @@
 features) at 0.959 of the H100's best over 504 held-out problems (36 answers below 0.90). The H100 rows measured
 since the forty-ninth session are held-out problems of the H200's sets, every candidate timed; no H100 training
 set exists (COLLECTING.md). This asks what they would be worth as training rows, by grouped 5-fold CV over the
-H100's problems (folds by problem, seeded), each test fold ranked over every candidate it timed
-(``evaluate_predictions``, the training report's evaluation) by:
+H100's held-out problems (folds by problem, seeded; the H100's training problems, role ``train``, none yet but
+planned by ``scripts/h100_train_plan.py``, join every fit set and are never tested, ``--no-train-role`` leaves them
+out), each test fold ranked over every candidate it timed (``evaluate_predictions``, the training report's
+evaluation) by:
 
 * ``transfer``: the shipped H200 model with the H100's features, no H100 row (the predictor's ``device=`` answer,
   over every candidate instead of its shortlist);
@@ -50,6 +52,7 @@ def main() -> int:
         action="store_true",
         help="fit each problem's residual less its weighted mean (only the order within a problem)",
     )
+    parser.add_argument("--no-train-role", action="store_true", help="leave the other class's training problems out")
     parser.add_argument("--no-h100-only", action="store_true", help="skip the H100-only fits (the slow part)")
     args = parser.parse_args()
 
@@ -66,18 +69,22 @@ def main() -> int:
 
     started = time.perf_counter()
     device = load_device(args.other)
-    rows = candidate_rows(load_measurements(args.dataset, args.other).subset("heldout"))
+    rows = candidate_rows(load_measurements(args.dataset, args.other).frame)
+    if args.no_train_role:
+        rows = rows[rows["role"] == "heldout"]
     rows = rows[np.isfinite(rows["time_us"]) & (rows["time_us"] > 0)].reset_index(drop=True)
     X = build_features(rows, device)
     time_us = rows["time_us"].to_numpy(dtype=np.float64)
     groups = rows["problem_key"].to_numpy()
     hopeless = (rows["status"] == "hopeless").to_numpy()
-    problems = np.unique(groups)
+    problems = np.unique(groups[(rows["role"] == "heldout").to_numpy()])  # the folds: tested, and fitted on
+    trained = np.unique(groups[(rows["role"] == "train").to_numpy()])  # only ever fitted on
     home, _ = load_artifact_model(args.artifact)
     base = home.predict_target(X)  # the H200 model's output on the H100's features
     y = to_target(time_us, X, home.target_)
     settings = CostModel(n_jobs=2)  # the product's defaults: its sample weights, its H100-only fits
-    print(f"{len(problems)} held-out problems measured on {args.other}, {len(rows)} candidate rows; "
+    print(f"{len(problems)} held-out and {len(trained)} training problems measured on {args.other}, "
+          f"{len(rows)} candidate rows; "
           f"grouped 5-fold CV seed {args.seed}, fit folds cut to {', '.join(f'{f:.0%}' for f in FRACTIONS)} "
           f"of their problems; {args.rounds} residual trees, depth {args.depth}, eta {args.eta}"
           f"{', centered per problem' if args.center else ''}", flush=True)  # fmt: skip
@@ -91,11 +98,10 @@ def main() -> int:
     rng = np.random.default_rng(args.seed)
     folds = GroupKFold(5, shuffle=True, random_state=args.seed).split(problems, groups=problems)
     for fold, (fit_p, _) in enumerate(folds):
-        fit_set = set(problems[fit_p])
-        is_fit = np.array([g in fit_set for g in groups])
-        test = np.flatnonzero(~is_fit)
+        tested = set(problems) - set(problems[fit_p])
+        test = np.flatnonzero(np.array([g in tested for g in groups]))
         score("transfer", test, home.predict(X[test]))
-        order = rng.permutation(problems[fit_p])
+        order = rng.permutation(np.concatenate([problems[fit_p], trained]))
         for fraction in FRACTIONS:
             chosen = set(order[: max(1, round(fraction * len(order)))])
             fit = np.flatnonzero(np.array([g in chosen for g in groups]))
@@ -118,7 +124,7 @@ def main() -> int:
                     X[fit], time_us[fit], groups=groups[fit], hopeless=hopeless[fit]
                 )
                 score(f"h100 only {fraction:.0%}", test, own.predict(X[test]))
-        print(f"fold {fold}: {len(fit_p)} fit problems, {len(problems) - len(fit_p)} test; "
+        print(f"fold {fold}: {len(order)} fit problems, {len(problems) - len(fit_p)} test; "
               f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
 
     print(f"\n{'answer':18s} problems  top-1 geomean  worst  below 0.90")
