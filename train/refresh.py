@@ -11,8 +11,8 @@ With ``for_device`` (``--for``), another device class than the artifact's: the t
 its own, so that a predictor loaded for that class (``Predictor.load("h200", device="h100_sxm")``) answers a shape
 that device measured with that device's best, as a measurement. Same Triton version as the artifact's; any SM count.
 
-:func:`refresh_every_table` (``--all``) refreshes the artifact's own table and then every other device class's (the
-nightly loop's export step when the champion stays, fifty-sixth session).
+:func:`refresh_every_table` (``--all``) refreshes the artifact's own table and every other device class's, in one
+write (the nightly loop's export step when the champion stays, fifty-sixth session).
 
 It refuses, naming what differs and writing nothing: a dataset of another Triton version or SM count than the
 artifact's, or one that lacks problems the artifact's table holds (a dataset older than the artifact's, or another
@@ -88,10 +88,73 @@ def refresh_measured(
     taken = target.exists() and (not target.is_dir() or any(target.iterdir()))
     if out is not None and taken and target.resolve() != source.resolve():
         raise ValueError(f"out={str(target)!r} exists and is not an empty directory; name a new one")
+    metadata, files = _load_refreshable(source)
+    table = _rebuilt_table(metadata, files, dataset, for_device or metadata.device_class, source)
+    _write_refreshed(target, metadata, files, [table])
+    return table.result(target)
+
+
+def refresh_every_table(artifact: str | Path, dataset: str | Path) -> tuple[list[RefreshResult], list[str]]:
+    """Refresh ``artifact`` in place: its own ``measured.json`` (as :func:`refresh_measured` does, whose errors
+    propagate and leave the artifact as it was) and the table of every other device class that the artifact holds
+    or that ``dataset`` has rows of, written in one swap. Returns the refreshes done and, for each other class not
+    refreshed, why: a table the artifact holds that the dataset cannot refresh (it stays as it was) or a class of
+    the dataset with no rows of the artifact's Triton release (no table is added)."""
+    source = Path(artifact)
+    metadata, files = _load_refreshable(source)
+    tables = [_rebuilt_table(metadata, files, dataset, metadata.device_class, source)]
+    held = {json.loads(data).get("device_class") for data in device_measured_files(files).values()} - {None}
+    not_refreshed = []
+    for device_class in sorted((held | set(device_classes(dataset))) - {metadata.device_class}):
+        try:
+            tables.append(_rebuilt_table(metadata, files, dataset, device_class, source))
+        except (DatasetError, ValueError) as exc:  # the dataset does not fit this table: the next one
+            what = (
+                f"{device_measured_file(device_class)} kept as it was"
+                if device_class in held
+                else f"{device_class}: no table added"
+            )
+            not_refreshed.append(f"{what} ({exc})")
+    _write_refreshed(source, metadata, files, tables)
+    return [table.result(source) for table in tables], not_refreshed
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One rebuilt table of an artifact: its file name and bytes, its problems before and after, and the dataset
+    they now come from."""
+
+    name: str
+    data: bytes
+    old: dict[str, Any]
+    new: dict[str, Any]
+    provenance: dict[str, Any]
+
+    def result(self, artifact: Path) -> RefreshResult:
+        return RefreshResult(
+            artifact=artifact,
+            before=len(self.old),
+            after=len(self.new),
+            added=tuple(sorted(set(self.new) - set(self.old))),
+            changed=tuple(sorted(key for key in self.old if self.old[key] != self.new[key])),
+            measured_from=self.provenance,
+            file=self.name,
+        )
+
+
+def _load_refreshable(source: Path) -> tuple[Any, dict[str, bytes]]:
     metadata, files = load_artifact(source)
     if MEASURED_FILE not in files:
         raise ArtifactError(f"{source}: lists no {MEASURED_FILE}; export it again with tilecost train --export-dir")
-    device_class = metadata.device_class if for_device is None else for_device
+    return metadata, files
+
+
+def _rebuilt_table(
+    metadata: Any, files: dict[str, bytes], dataset: str | Path, device_class: str, source: Path
+) -> _Table:
+    """``device_class``'s table of the artifact (``metadata``, ``files``, read from ``source``) rebuilt from
+    ``dataset``: ``measured.json`` for the artifact's own class, ``measured-<class>.json`` for another. Raises
+    :class:`~tilecost.errors.DatasetError` for a dataset that does not fit it."""
     other = device_class != metadata.device_class
     name = device_measured_file(device_class) if other else MEASURED_FILE
     measurements = load_measurements(dataset, device_class, triton_version=metadata.triton_version)
@@ -106,14 +169,17 @@ def refresh_measured(
             f"{dataset} lacks {len(lost):,} of the {len(old):,} problems {source}/{name} holds "
             f"(e.g. {', '.join(lost[:3])}): refresh from the dataset the artifact was exported from or a newer one"
         )
-    provenance = measured_provenance(measurements)
+    data = device_table(measurements, new) if other else measured_file(new)
+    return _Table(name, data, old, new, measured_provenance(measurements))
+
+
+def _write_refreshed(target: Path, metadata: Any, files: dict[str, bytes], tables: list[_Table]) -> None:
+    """The artifact with ``tables`` in place of the files of their names (the own table's provenance in the
+    sidecar), written to ``target``; a failed write raises ``ArtifactError`` and leaves ``target`` as it was."""
+    own = [table.provenance for table in tables if table.name == MEASURED_FILE]
+    refreshed = dataclasses.replace(metadata, files={}, **({"measured_from": own[0]} if own else {}))
     extra = {name: data for name, data in files.items() if name != metadata.model_file}
-    if other:
-        refreshed = dataclasses.replace(metadata, files={})
-        extra[name] = device_table(measurements, new)
-    else:
-        refreshed = dataclasses.replace(metadata, files={}, measured_from=provenance)
-        extra[MEASURED_FILE] = measured_file(new)
+    extra.update({table.name: table.data for table in tables})
     try:
         _write_swapped(target, files[metadata.model_file], refreshed, extra)
     except OSError as exc:  # a read-only install, a full disk: the old artifact is whole (_write_swapped)
@@ -121,38 +187,6 @@ def refresh_measured(
             f"{target}: the refreshed artifact could not be written ({exc.strerror or exc}); it is unchanged. "
             "Name a writable directory with out= (--out)"
         ) from exc
-    return RefreshResult(
-        artifact=target,
-        before=len(old),
-        after=len(new),
-        added=tuple(sorted(set(new) - set(old))),
-        changed=tuple(sorted(key for key in old if old[key] != new[key])),
-        measured_from=provenance,
-        file=name,
-    )
-
-
-def refresh_every_table(artifact: str | Path, dataset: str | Path) -> tuple[list[RefreshResult], list[str]]:
-    """Refresh ``artifact`` in place: its own ``measured.json`` (:func:`refresh_measured`, whose errors propagate and
-    leave the artifact as it was), then, one at a time, the table of every other device class that the artifact
-    holds or that ``dataset`` has rows of. Returns the refreshes done and, for each other class not refreshed, why:
-    a table the artifact holds that the dataset cannot refresh (it stays as it was) or a class of the dataset with
-    no rows of the artifact's Triton release (no table is added)."""
-    results = [refresh_measured(artifact, dataset)]
-    metadata, files = load_artifact(artifact)
-    held = {json.loads(data).get("device_class") for data in device_measured_files(files).values()} - {None}
-    not_refreshed = []
-    for device_class in sorted((held | set(device_classes(dataset))) - {metadata.device_class}):
-        try:
-            results.append(refresh_measured(artifact, dataset, for_device=device_class))
-        except (DatasetError, ArtifactError, ValueError) as exc:
-            what = (
-                f"{device_measured_file(device_class)} kept as it was"
-                if device_class in held
-                else f"{device_class}: no table added"
-            )
-            not_refreshed.append(f"{what} ({exc})")
-    return results, not_refreshed
 
 
 def device_table(measurements: Measurements, problems: dict[str, dict[str, Any]] | None = None) -> bytes:
