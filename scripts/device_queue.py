@@ -1,0 +1,61 @@
+"""The next device call of the collection queue (``datasets/plans/queue.json``, ``tilecost.collect.queue``).
+
+    .venv/bin/python scripts/device_queue.py                 each class's plans, measured / planned, then the call
+    .venv/bin/python scripts/device_queue.py --keep-runs     only the run ids for SLIM_KEEP_RUNS
+    .venv/bin/python scripts/device_queue.py --command       only the command (the device tool's `command`)
+
+Run it here, before ``scripts/device_tree.sh slim``, and again after each call's archive is unpacked and compacted:
+the dataset says what each run still lacks, so a call cut short at its time budget is resumed, and a finished plan
+hands over to the next. Reads the dataset's file names and compacted runs' problem keys; ~1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tilecost.collect.queue import device_command, keep_runs, load_queue, next_entry, progress
+from tilecost.collect.store import DatasetStore
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queue", default=str(REPO / "datasets/plans/queue.json"))
+    parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
+    parser.add_argument("--total-s", type=int, default=540, help="the call's TOTAL_S (60-590; default 540)")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--keep-runs", action="store_true", help="print only the run ids a slimmed tree keeps")
+    shown.add_argument("--command", action="store_true", help="print only the device command")
+    args = parser.parse_args(argv)
+    try:
+        queues = load_queue(args.queue)
+        store = DatasetStore(args.dataset)
+        states = {q.device_class: progress(q, store, REPO) for q in queues}
+        heads = {name: next_entry(s) for name, s in states.items()}
+        command = device_command(queues, heads, args.total_s)
+    except ValueError as exc:
+        print(f"device_queue: {exc}", file=sys.stderr)
+        return 2
+    if args.keep_runs:
+        print(" ".join(keep_runs(heads)))
+        return 0
+    if args.command:
+        print(command)
+        return 0
+    for q in queues:
+        print(f"{q.device_class} (GPU name *{q.gpu_name}*):")
+        for s in states[q.device_class]:
+            mark = "next" if s is heads[q.device_class] else ("done" if s.left == 0 else "")
+            e = s.entry
+            print(f"  {mark:>4}  {e.run_id:<8} {s.measured:>4} of {s.planned:<4} {e.plan} (sample {e.sample:g})")
+        if heads[q.device_class] is None:
+            print("  every plan measured: add plans to the queue")
+    print(f'\nSLIM_KEEP_RUNS="{" ".join(keep_runs(heads))}"\n\n{command}')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The device queue: the next plan of each device class from real Parquet files written by the dataset store,
+and the call's shell command run by bash with a stand-in nvidia-smi and round script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_train_fixtures import problem_rows
+from tilecost import DType, Layout, Problem
+from tilecost.collect.queue import device_command, keep_runs, load_queue, next_entry, progress
+from tilecost.collect.store import DatasetStore
+
+P1 = [Problem(64, 256, 512), Problem(100, 200, 300), Problem(48, 512, 256)]
+P2 = [Problem(32, 128, 256, DType.FP16, Layout.NN), Problem(16, 64, 128, DType.FP16, Layout.NN)]
+
+
+def _plan(root: Path, name: str, problems: list[Problem]) -> str:
+    items = [{"m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype.value, "layout": p.layout.value} for p in problems]
+    (root / "plans").mkdir(exist_ok=True)
+    (root / "plans" / name).write_text(json.dumps(items))
+    return f"plans/{name}"
+
+
+def _queue(root: Path) -> Path:
+    p1, p2 = _plan(root, "p1.json", P1), _plan(root, "p2.json", P2)
+    queue = {
+        "device_classes": [
+            {"device_class": "h200", "gpu_name": "H200", "entries": [{"plan": p2, "run_id": "rc", "sample": 0.25}]},
+            {"device_class": "h100_sxm", "gpu_name": "H100", "entries": [
+                {"plan": p1, "run_id": "ra", "sample": 1.0}, {"plan": p2, "run_id": "rb", "sample": 0.25}]},
+        ]
+    }  # fmt: skip
+    path = root / "queue.json"
+    path.write_text(json.dumps(queue))
+    return path
+
+
+def _sweep(store: DatasetStore, problems: list[Problem], run_id: str, device_class: str = "h100_sxm") -> None:
+    """``run_id``'s files of ``problems``, one per problem as a sweep writes them (an H100's rows as the
+    refresh tests write them: the simulated backend is an H200's)."""
+    gpu = {"h200": "NVIDIA H200", "h100_sxm": "NVIDIA H100 80GB HBM3"}[device_class]
+    for problem in problems:
+        rows = problem_rows(problem, "heldout", keep=0.02, run_id=run_id, device_class=device_class, gpu_name=gpu)
+        store.write_problem(device_class, problem, run_id, rows)
+
+
+def _heads(root: Path, store: DatasetStore) -> dict:
+    return {q.device_class: next_entry(progress(q, store, root)) for q in load_queue(root / "queue.json")}
+
+
+def test_the_next_plan_is_the_first_its_run_has_not_finished_and_compaction_keeps_it_so(tmp_path) -> None:
+    _queue(tmp_path)
+    store = DatasetStore(tmp_path / "data")
+    _sweep(store, P1[:2], "ra")
+    _sweep(store, P2, "rx")  # another run's rows of rb's problems: rb still lacks them (the sweep's own test)
+    _sweep(store, P2[:1], "rb", "h200")  # and so do another device class's
+
+    heads = _heads(tmp_path, store)
+    assert (heads["h100_sxm"].entry.run_id, heads["h100_sxm"].measured, heads["h100_sxm"].left) == ("ra", 2, 1)
+    assert (heads["h200"].entry.run_id, heads["h200"].left) == ("rc", 2)
+    assert keep_runs(heads) == ["rc", "ra"]
+
+    _sweep(store, P1[2:], "ra")
+    store.compact_run("h100_sxm", "ra")  # a compacted run's problems stay measured
+    heads = _heads(tmp_path, store)
+    assert (heads["h100_sxm"].entry.run_id, heads["h100_sxm"].left) == ("rb", 2)
+
+    _sweep(store, P2, "rb")
+    heads = _heads(tmp_path, store)
+    assert heads["h100_sxm"] is None and keep_runs(heads) == ["rc"]
+    assert 'H100*) echo "the h100_sxm queue is done"; exit 4;;' in device_command(
+        load_queue(tmp_path / "queue.json"), heads
+    )
+
+
+def _run(command: str, root: Path, gpu: str) -> subprocess.CompletedProcess[str]:
+    """The command as the device machine runs it: bash in the repo root, $OUT set, a stand-in nvidia-smi and
+    round script that print what they were given."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '{gpu}'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    (root / "benchmarks").mkdir(exist_ok=True)
+    (root / "benchmarks" / "h200_round.sh").write_text('echo "step=$1 OUT=$OUT TOTAL_S=$TOTAL_S RUN_ID=$RUN_ID '
+                                                       'SAMPLE=$SAMPLE ARGS=$ARGS"\n')  # fmt: skip
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": "/out"}
+    return subprocess.run(["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True, check=False)
+
+
+def test_the_command_takes_the_branch_of_the_gpu_it_finds(tmp_path) -> None:
+    queues = load_queue(_queue(tmp_path))
+    store = DatasetStore(tmp_path / "data")
+    _sweep(store, P1[:1], "ra")
+    command = device_command(queues, _heads(tmp_path, store), total_s=300)
+
+    h100 = _run(command, tmp_path, "NVIDIA H100 80GB HBM3")
+    assert h100.returncode == 0, h100.stderr
+    assert h100.stdout.splitlines()[0] == "GPU: NVIDIA H100 80GB HBM3"
+    assert h100.stdout.splitlines()[-1] == (
+        "step=collect OUT=/out/ra TOTAL_S=300 RUN_ID=ra SAMPLE=1.0 ARGS=--plan plans/p1.json --device-class h100_sxm"
+    )
+    h200 = _run(command, tmp_path, "NVIDIA H200")
+    assert h200.stdout.splitlines()[-1].endswith("RUN_ID=rc SAMPLE=0.25 ARGS=--plan plans/p2.json --device-class h200")
+    assert _run(command, tmp_path, "NVIDIA A100-SXM4-80GB").returncode == 3
+
+
+def _cls(queue: dict, i: int) -> dict:
+    return queue["device_classes"][i]
+
+
+def _entry(queue: dict, i: int, j: int) -> dict:
+    return queue["device_classes"][i]["entries"][j]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda q: _entry(q, 1, 0).pop("run_id"), r"device_classes\[1\]\.entries\[0\]: lacks 'run_id'"),
+        (lambda q: _entry(q, 1, 1).update(sample=0), r"entries\[1\]: sample=0 must be a number in \(0, 1\]"),
+        (lambda q: _entry(q, 0, 0).update(sample=True), r"sample=True must be a number"),
+        (lambda q: _cls(q, 0).update(device_class="a100"), r"device_class='a100'; use one of \['h100_sxm', 'h200'\]"),
+        (lambda q: _entry(q, 0, 0).update(run_id="r--1"), r"run_id='r--1' is not allowed"),
+        (lambda q: _entry(q, 0, 0).update(plan="plans/a b.json"), r"plan='plans/a b.json' is not allowed"),
+        (lambda q: _cls(q, 1).update(device_class="h200"), r"a device class is listed twice"),
+        (lambda q: q.pop("device_classes"), r"needs a non-empty list 'device_classes'"),
+    ],
+)  # fmt: skip
+def test_a_malformed_queue_is_refused_naming_the_entry_and_the_field(tmp_path, change, message) -> None:
+    path = _queue(tmp_path)
+    queue = json.loads(path.read_text())
+    change(queue)
+    path.write_text(json.dumps(queue))
+    with pytest.raises(ValueError, match=message):
+        load_queue(path)
+
+
+def test_a_call_longer_than_the_device_tool_allows_is_refused(tmp_path) -> None:
+    queues = load_queue(_queue(tmp_path))
+    with pytest.raises(ValueError, match="total_s=600 must be 60-590"):
+        device_command(queues, _heads(tmp_path, DatasetStore(tmp_path / "data")), total_s=600)
