@@ -31,7 +31,7 @@ import pandas as pd
 import xgboost as xgb
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
-from training_rows import TrainingRows
+from training_rows import TrainingRows, rows_by_problem
 
 from tilecost.problem import Problem
 from tilecost.train.dataset import load_measurements
@@ -45,11 +45,7 @@ GROUPS = [f"{d}-{lay}" for d in ("bf16", "fp16", "fp32", "fp8e4m3") for lay in (
 def answers(groups: np.ndarray, times: np.ndarray, predicted: np.ndarray) -> pd.DataFrame:
     """Per problem: its top-1 within the rows given, the predicted time of the pick, the gaps to the 2nd and 5th."""
     out = []
-    order = np.argsort(groups, kind="stable")
-    g_sorted = groups[order]
-    bounds = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1], True])
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        pos = order[a:b]
+    for pos in rows_by_problem(groups):
         p = np.sort(predicted[pos])
         second, fifth = p[min(1, len(p) - 1)], p[min(4, len(p) - 1)]
         pick = pos[int(np.argmin(predicted[pos]))]

@@ -35,6 +35,15 @@ def centred_log_time(rows: pd.DataFrame) -> np.ndarray:
     return log_time - pd.Series(log_time).groupby(rows["problem_key"].to_numpy()).transform("mean").to_numpy()
 
 
+def rows_by_problem(groups: np.ndarray) -> list[np.ndarray]:
+    """Each problem's row indices, for rows labelled by problem key ``groups`` (problems in key order, rows in the
+    order given)."""
+    order = np.argsort(groups, kind="stable")
+    sorted_groups = groups[order]
+    bounds = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1], True])
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 @dataclass(frozen=True)
 class TrainingRows:
     """One row per (training problem, timed configuration), with its features, time and problem."""
@@ -90,10 +99,7 @@ class TrainingRows:
 
     def problem_rows(self) -> list[np.ndarray]:
         """Each training problem's row indices (problems in key order, rows in dataset order)."""
-        order = np.argsort(self.groups, kind="stable")
-        sorted_groups = self.groups[order]
-        bounds = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1], True])
-        return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return rows_by_problem(self.groups)
 
     def cv_arms(
         self,
