@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +85,15 @@ def _word(item: Mapping[str, object], name: str, where: str, pattern: re.Pattern
     return value
 
 
+def _objects(items: list[object], where: str) -> Iterator[tuple[str, Mapping[str, object]]]:
+    """Each item of a JSON list with its name (``where[i]``); an item that is not an object is refused."""
+    for i, item in enumerate(items):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{at} must be an object")
+        yield at, item
+
+
 def _sample(item: Mapping[str, object], where: str) -> float:
     value = _get(item, "sample", where)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
@@ -103,10 +112,7 @@ def load_queue(path: str | Path) -> tuple[DeviceQueue, ...]:
     if not isinstance(classes, list) or not classes:
         raise ValueError(f"queue file {path}: needs a non-empty list 'device_classes'")
     queues: list[DeviceQueue] = []
-    for i, item in enumerate(classes):
-        where = f"queue file {path}: device_classes[{i}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where} must be an object")
+    for where, item in _objects(classes, f"queue file {path}: device_classes"):
         device_class = _word(item, "device_class", where)
         if device_class not in list_device_classes():
             raise ValueError(f"{where}: device_class={device_class!r}; use one of {list_device_classes()}")
@@ -114,13 +120,11 @@ def load_queue(path: str | Path) -> tuple[DeviceQueue, ...]:
         raw_entries = _get(item, "entries", where)
         if not isinstance(raw_entries, list):
             raise ValueError(f"{where}: entries={raw_entries!r} must be a list")
-        entries: list[QueueEntry] = []
-        for j, e in enumerate(raw_entries):
-            at = f"{where}.entries[{j}]"
-            if not isinstance(e, dict):
-                raise ValueError(f"{at} must be an object")
-            entries.append(QueueEntry(_word(e, "plan", at, _PATH), _word(e, "run_id", at), _sample(e, at)))
-        queues.append(DeviceQueue(device_class, gpu_name, tuple(entries)))
+        entries = tuple(
+            QueueEntry(_word(e, "plan", at, _PATH), _word(e, "run_id", at), _sample(e, at))
+            for at, e in _objects(raw_entries, f"{where}.entries")
+        )
+        queues.append(DeviceQueue(device_class, gpu_name, entries))
     names = [q.device_class for q in queues]
     if len(set(names)) != len(names):
         raise ValueError(f"queue file {path}: a device class is listed twice ({names})")

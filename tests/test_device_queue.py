@@ -128,6 +128,8 @@ def _entry(queue: dict, i: int, j: int) -> dict:
         (lambda q: _entry(q, 0, 0).update(plan="plans/a b.json"), r"plan='plans/a b.json' is not allowed"),
         (lambda q: _cls(q, 1).update(device_class="h200"), r"a device class is listed twice"),
         (lambda q: q.pop("device_classes"), r"needs a non-empty list 'device_classes'"),
+        (lambda q: q["device_classes"].__setitem__(1, "h100"), r"device_classes\[1\] must be an object"),
+        (lambda q: _cls(q, 0)["entries"].__setitem__(0, 3), r"device_classes\[0\]\.entries\[0\] must be an object"),
     ],
 )  # fmt: skip
 def test_a_malformed_queue_is_refused_naming_the_entry_and_the_field(tmp_path, change, message) -> None:
