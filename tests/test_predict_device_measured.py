@@ -41,10 +41,17 @@ def h100_best() -> dict[str, tuple[str, float]]:
     return {key: (row.config_id, float(row.time_us)) for key, row in fastest.iterrows()}
 
 
+@pytest.fixture(scope="module")
+def h100_roles() -> dict[str, str]:
+    """Each H100 problem's role: ``heldout`` (every candidate timed) or ``train`` (a seeded sample of them)."""
+    frame = load_measurements(fixtures.DATASET, "h100_sxm").frame
+    return {str(k): str(v) for k, v in frame.groupby("problem_key")["role"].first().items()}
+
+
 def test_a_shape_the_device_measured_is_answered_with_its_own_best_unflagged(
-    with_h100: Path, h100_best: dict[str, tuple[str, float]]
+    with_h100: Path, h100_best: dict[str, tuple[str, float]], h100_roles: dict[str, str]
 ) -> None:
-    key = min(k for k in h100_best if k.endswith("-bf16-nt"))
+    key = min(k for k in h100_best if k.endswith("-bf16-nt") and h100_roles[k] == "heldout")
     problem = Problem.from_key(key)
     h100 = Predictor.load(with_h100, device="h100_sxm", triton_version=None)
 
@@ -59,6 +66,20 @@ def test_a_shape_the_device_measured_is_answered_with_its_own_best_unflagged(
     assert all(OODReason.DEVICE_MISMATCH in p.ood.reasons for p in ranking[1:])  # the H200 model's predictions
     model = h100.predict_best(problem, measured=False)
     assert model.source is Source.MODEL and OODReason.DEVICE_MISMATCH in model.ood.reasons
+
+
+def test_a_sampled_training_shape_is_answered_as_the_best_of_its_sample(
+    with_h100: Path, h100_best: dict[str, tuple[str, float]], h100_roles: dict[str, str]
+) -> None:
+    key = min(k for k in h100_best if h100_roles[k] == "train")
+    frame = load_measurements(fixtures.DATASET, "h100_sxm").frame
+    timed = candidate_rows(frame[frame["problem_key"] == key])["config_id"].nunique()
+    h100 = Predictor.load(with_h100, device="h100_sxm", triton_version=None)
+
+    answer = h100.predict_best(Problem.from_key(key))
+
+    assert answer.source is Source.MEASURED and (answer.config.key, answer.time_us) == h100_best[key]
+    assert answer.measured_all is False and answer.configs_measured == timed  # a 25% sample, said so
 
 
 def test_other_shapes_and_other_devices_answer_as_before(
