@@ -7,10 +7,12 @@ plan of a class is the first whose run still lacks a problem of it: the sweep's 
 (:meth:`~tilecost.collect.store.DatasetStore.has`, the run's per-problem file or its compacted file), so a
 plan cut short by a call's time budget is resumed under the same run id, and a plan is never measured twice.
 
-:func:`device_command` writes the one-line command of a call: each class's next plan under
-``benchmarks/h200_round.sh collect``, chosen by ``nvidia-smi``'s GPU name; :func:`keep_runs` the run ids whose
-files a slimmed tree must keep (``SLIM_KEEP_RUNS`` of ``scripts/device_tree.sh``) so the resume skips them.
-Nothing here touches a GPU.
+:func:`device_command` writes the one-line command of a call: each class's next plans (:func:`next_entries`, up
+to three) under ``benchmarks/h200_round.sh collect``, one after another against one deadline, chosen by
+``nvidia-smi``'s GPU name; a plan starts only while 150 s of the call are left, and only the newest
+``measurements.tgz`` is kept (each holds every file the machine wrote since its install), so a call returns at
+most seven files. :func:`keep_runs` names the run ids whose files a slimmed tree must keep (``SLIM_KEEP_RUNS`` of
+``scripts/device_tree.sh``) so a resume skips them. Nothing here touches a GPU.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "load_queue",
     "progress",
     "next_entry",
+    "next_entries",
     "keep_runs",
     "device_command",
 ]
@@ -39,6 +42,8 @@ __all__ = [
 _WORD = re.compile(r"^[A-Za-z0-9_.-]+$")
 _PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
 COMMAND_LIMIT = 2000  # characters the device tool takes in one command
+PLAN_START_S = 150  # a plan starts only with this much of the call left: the round script keeps 90 s to pack up
+MAX_PLANS = 3  # plans a call may take: two logs each and one archive stay within the device tool's 8 files
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,32 +151,47 @@ def next_entry(states: Sequence[Progress]) -> Progress | None:
     return next((s for s in states if s.left > 0), None)
 
 
-def keep_runs(heads: Mapping[str, Progress | None]) -> list[str]:
-    """The run ids a slimmed tree keeps: every class's next entry, so its resume skips what it measured."""
-    return [h.entry.run_id for h in heads.values() if h is not None]
+def next_entries(states: Sequence[Progress], limit: int = MAX_PLANS) -> tuple[Progress, ...]:
+    """The first ``limit`` entries their runs have not finished, in queue order: what one call takes."""
+    if not 1 <= limit <= MAX_PLANS:
+        raise ValueError(f"plans={limit!r} must be 1-{MAX_PLANS} (two logs a plan and one archive: the device tool "
+                         "returns 8 files)")  # fmt: skip
+    return tuple(s for s in states if s.left > 0)[:limit]
 
 
-def device_command(queues: Sequence[DeviceQueue], heads: Mapping[str, Progress | None], total_s: int = 540) -> str:
-    """One device call: each class's next plan for the GPU whose name selects it; another GPU exits 3, a class
-    whose queue is done exits 4. Results land in ``$OUT/<run id>``."""
-    if not 60 <= total_s <= 590:
-        raise ValueError(f"total_s={total_s!r} must be 60-590 seconds (the device tool's call limit is 600)")
+def keep_runs(pending: Mapping[str, Sequence[Progress]]) -> list[str]:
+    """The run ids a slimmed tree keeps: every entry a call may take, so each resume skips what its run measured."""
+    return [p.entry.run_id for entries in pending.values() for p in entries]
+
+
+def device_command(queues: Sequence[DeviceQueue], pending: Mapping[str, Sequence[Progress]], total_s: int = 540) -> str:
+    """One device call: each class's pending plans, in order, for the GPU whose name selects it, each with the
+    call's time left; another GPU exits 3, a class whose queue is done exits 4, a failed plan stops the call
+    with its exit status. Results land in ``$OUT/<run id>``."""
+    if not PLAN_START_S <= total_s <= 590:
+        raise ValueError(f"total_s={total_s!r} must be {PLAN_START_S}-590 seconds (the device tool's call limit is "
+                         f"600; a plan starts only with {PLAN_START_S} s left)")  # fmt: skip
     branches = []
     for q in queues:
-        head = heads.get(q.device_class)
-        if head is None:
+        entries = pending.get(q.device_class, ())
+        if not entries:
             action = f'echo "the {q.device_class} queue is done"; exit 4'
         else:
-            e = head.entry
-            action = (
-                f'OUT=$OUT/{e.run_id} TOTAL_S={total_s} ARGS="--plan {e.plan} --device-class {q.device_class}" '
-                f"RUN_ID={e.run_id} SAMPLE={e.sample} bash benchmarks/h200_round.sh collect"
-            )
+            action = "q " + " ".join(f'"{p.entry.run_id} {p.entry.plan} {p.entry.sample} {q.device_class}"'
+                                     for p in entries)  # fmt: skip
         branches.append(f"*{q.gpu_name}*) {action};;")
     command = (
         'G=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "GPU: $G"; date -u; '
-        f'case "$G" in {" ".join(branches)} *) exit 3;; esac'
+        f"B=$OUT; E=$(($(date +%s) + {total_s})); R=0; "
+        'q() { for P in "$@"; do set -- $P; L=$((E - $(date +%s))); '
+        f"[ $L -ge {PLAN_START_S} ] || break; "
+        'OUT=$B/$1 TOTAL_S=$L ARGS="--plan $2 --device-class $4" RUN_ID=$1 SAMPLE=$3 '
+        "bash benchmarks/h200_round.sh collect || { R=$?; break; }; done; }; "
+        f'case "$G" in {" ".join(branches)} *) exit 3;; esac; '
+        "N=$(ls -t $B/*/measurements.tgz 2>/dev/null | head -1); "
+        'for f in $B/*/measurements.tgz; do [ "$f" = "$N" ] || rm -f "$f"; done; exit $R'
     )
     if len(command) > COMMAND_LIMIT:
-        raise ValueError(f"the command is {len(command)} characters, over the device tool's {COMMAND_LIMIT}")
+        raise ValueError(f"the command is {len(command)} characters, over the device tool's {COMMAND_LIMIT}; "
+                         "take fewer plans")  # fmt: skip
     return command

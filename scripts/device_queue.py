@@ -3,6 +3,7 @@
     .venv/bin/python scripts/device_queue.py                 each class's plans, measured / planned, then the call
     .venv/bin/python scripts/device_queue.py --keep-runs     only the run ids for SLIM_KEEP_RUNS
     .venv/bin/python scripts/device_queue.py --command       only the command (the device tool's `command`)
+    ... [--plans N] [--total-s S]    plans a call may take (1-3, default 3) and its deadline (default 540 s)
 
 Run it here, before ``scripts/device_tree.sh slim``, and again after each call's archive is unpacked and compacted:
 the dataset says what each run still lacks, so a call cut short at its time budget is resumed, and a finished plan
@@ -15,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tilecost.collect.queue import device_command, keep_runs, load_queue, next_entry, progress
+from tilecost.collect.queue import MAX_PLANS, device_command, keep_runs, load_queue, next_entries, next_entry, progress
 from tilecost.collect.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queue", default=str(REPO / "datasets/plans/queue.json"))
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
-    parser.add_argument("--total-s", type=int, default=540, help="the call's TOTAL_S (60-590; default 540)")
+    parser.add_argument("--total-s", type=int, default=540, help="the call's deadline in s (150-590; default 540)")
+    parser.add_argument("--plans", type=int, default=MAX_PLANS, help=f"plans one call may take (1-{MAX_PLANS})")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--keep-runs", action="store_true", help="print only the run ids a slimmed tree keeps")
     shown.add_argument("--command", action="store_true", help="print only the device command")
@@ -35,12 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         store = DatasetStore(args.dataset)
         states = {q.device_class: progress(q, store, REPO) for q in queues}
         heads = {name: next_entry(s) for name, s in states.items()}
-        command = device_command(queues, heads, args.total_s)
+        pending = {name: next_entries(s, args.plans) for name, s in states.items()}
+        command = device_command(queues, pending, args.total_s)
     except ValueError as exc:
         print(f"device_queue: {exc}", file=sys.stderr)
         return 2
     if args.keep_runs:
-        print(" ".join(keep_runs(heads)))
+        print(" ".join(keep_runs(pending)))
         return 0
     if args.command:
         print(command)
@@ -49,11 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{q.device_class} (GPU name *{q.gpu_name}*):")
         for s in states[q.device_class]:
             mark = "next" if s is heads[q.device_class] else ("done" if s.left == 0 else "")
+            mark = "then" if not mark and s in pending[q.device_class] else mark
             e = s.entry
             print(f"  {mark:>4}  {e.run_id:<8} {s.measured:>4} of {s.planned:<4} {e.plan} (sample {e.sample:g})")
         if heads[q.device_class] is None:
             print("  every plan measured: add plans to the queue")
-    print(f'\nSLIM_KEEP_RUNS="{" ".join(keep_runs(heads))}"\n\n{command}')
+    print(f'\nSLIM_KEEP_RUNS="{" ".join(keep_runs(pending))}"\n\n{command}')
     return 0
 
 

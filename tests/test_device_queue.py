@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.test_train_fixtures import problem_rows
 from tilecost import DType, Layout, Problem
-from tilecost.collect.queue import device_command, keep_runs, load_queue, next_entry, progress
+from tilecost.collect.queue import device_command, keep_runs, load_queue, next_entries, next_entry, progress
 from tilecost.collect.store import DatasetStore
 
 P1 = [Problem(64, 256, 512), Problem(100, 200, 300), Problem(48, 512, 256)]
@@ -53,6 +54,10 @@ def _heads(root: Path, store: DatasetStore) -> dict:
     return {q.device_class: next_entry(progress(q, store, root)) for q in load_queue(root / "queue.json")}
 
 
+def _pending(root: Path, store: DatasetStore, plans: int = 3) -> dict:
+    return {q.device_class: next_entries(progress(q, store, root), plans) for q in load_queue(root / "queue.json")}
+
+
 def test_the_next_plan_is_the_first_its_run_has_not_finished_and_compaction_keeps_it_so(tmp_path) -> None:
     _queue(tmp_path)
     store = DatasetStore(tmp_path / "data")
@@ -63,7 +68,8 @@ def test_the_next_plan_is_the_first_its_run_has_not_finished_and_compaction_keep
     heads = _heads(tmp_path, store)
     assert (heads["h100_sxm"].entry.run_id, heads["h100_sxm"].measured, heads["h100_sxm"].left) == ("ra", 2, 1)
     assert (heads["h200"].entry.run_id, heads["h200"].left) == ("rc", 2)
-    assert keep_runs(heads) == ["rc", "ra"]
+    assert keep_runs(_pending(tmp_path, store)) == ["rc", "ra", "rb"]  # every run a call may take
+    assert keep_runs(_pending(tmp_path, store, plans=1)) == ["rc", "ra"]
 
     _sweep(store, P1[2:], "ra")
     store.compact_run("h100_sxm", "ra")  # a compacted run's problems stay measured
@@ -72,41 +78,78 @@ def test_the_next_plan_is_the_first_its_run_has_not_finished_and_compaction_keep
 
     _sweep(store, P2, "rb")
     heads = _heads(tmp_path, store)
-    assert heads["h100_sxm"] is None and keep_runs(heads) == ["rc"]
+    assert heads["h100_sxm"] is None and keep_runs(_pending(tmp_path, store)) == ["rc"]
     assert 'H100*) echo "the h100_sxm queue is done"; exit 4;;' in device_command(
-        load_queue(tmp_path / "queue.json"), heads
+        load_queue(tmp_path / "queue.json"), _pending(tmp_path, store)
     )
 
 
-def _run(command: str, root: Path, gpu: str) -> subprocess.CompletedProcess[str]:
+def _run(command: str, root: Path, gpu: str, round_script: str | None = None) -> subprocess.CompletedProcess[str]:
     """The command as the device machine runs it: bash in the repo root, $OUT set, a stand-in nvidia-smi and
-    round script that print what they were given."""
+    round script that print what they were given (or ``round_script``)."""
     bin_dir = root / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '{gpu}'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     (root / "benchmarks").mkdir(exist_ok=True)
-    (root / "benchmarks" / "h200_round.sh").write_text('echo "step=$1 OUT=$OUT TOTAL_S=$TOTAL_S RUN_ID=$RUN_ID '
-                                                       'SAMPLE=$SAMPLE ARGS=$ARGS"\n')  # fmt: skip
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": "/out"}
+    (root / "benchmarks" / "h200_round.sh").write_text(round_script or 'echo "step=$1 OUT=$OUT TOTAL_S=$TOTAL_S '
+                                                       'RUN_ID=$RUN_ID SAMPLE=$SAMPLE ARGS=$ARGS"\n')  # fmt: skip
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(root / "out")}
     return subprocess.run(["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True, check=False)
 
 
-def test_the_command_takes_the_branch_of_the_gpu_it_finds(tmp_path) -> None:
+def test_the_command_takes_the_branch_of_the_gpu_it_finds_and_its_plans_in_order(tmp_path) -> None:
     queues = load_queue(_queue(tmp_path))
     store = DatasetStore(tmp_path / "data")
     _sweep(store, P1[:1], "ra")
-    command = device_command(queues, _heads(tmp_path, store), total_s=300)
+    command = device_command(queues, _pending(tmp_path, store), total_s=300)
+    out = tmp_path / "out"
 
     h100 = _run(command, tmp_path, "NVIDIA H100 80GB HBM3")
     assert h100.returncode == 0, h100.stderr
-    assert h100.stdout.splitlines()[0] == "GPU: NVIDIA H100 80GB HBM3"
-    assert h100.stdout.splitlines()[-1] == (
-        "step=collect OUT=/out/ra TOTAL_S=300 RUN_ID=ra SAMPLE=1.0 ARGS=--plan plans/p1.json --device-class h100_sxm"
-    )
+    lines = h100.stdout.splitlines()
+    assert lines[0] == "GPU: NVIDIA H100 80GB HBM3"
+    ra, rb = (line.split(" ", 3) for line in lines[-2:])  # step, OUT, TOTAL_S, the rest
+    flags = "--device-class h100_sxm"
+    assert ra[1] == f"OUT={out}/ra" and ra[3] == f"RUN_ID=ra SAMPLE=1.0 ARGS=--plan plans/p1.json {flags}"
+    assert rb[1] == f"OUT={out}/rb" and rb[3] == f"RUN_ID=rb SAMPLE=0.25 ARGS=--plan plans/p2.json {flags}"
+    assert 290 <= int(ra[2].removeprefix("TOTAL_S=")) <= 300 and int(rb[2].removeprefix("TOTAL_S=")) <= 300
     h200 = _run(command, tmp_path, "NVIDIA H200")
     assert h200.stdout.splitlines()[-1].endswith("RUN_ID=rc SAMPLE=0.25 ARGS=--plan plans/p2.json --device-class h200")
     assert _run(command, tmp_path, "NVIDIA A100-SXM4-80GB").returncode == 3
+    one = device_command(queues, _pending(tmp_path, store, plans=1), total_s=300)
+    assert "RUN_ID=ra" in _run(one, tmp_path, "NVIDIA H100 80GB HBM3").stdout.splitlines()[-1]
+    assert "rb" not in one
+
+
+def test_a_plan_starts_only_with_time_left_and_only_the_newest_archive_comes_back(tmp_path) -> None:
+    queues = load_queue(_queue(tmp_path))
+    command = device_command(queues, _pending(tmp_path, DatasetStore(tmp_path / "data")), total_s=155)
+    # each plan writes its logs and the machine's cumulative archive, and takes 6 s
+    slow = 'mkdir -p "$OUT"; echo "$RUN_ID" > "$OUT/run.log"; sleep 6; echo "$RUN_ID" > "$OUT/measurements.tgz"\n'
+
+    result = _run(command, tmp_path, "NVIDIA H100 80GB HBM3", slow)
+
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    assert (out / "ra" / "run.log").exists() and not (out / "rb").exists()  # 149 s left after ra: rb not started
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tgz")) == ["ra/measurements.tgz"]
+
+    two = device_command(queues, _pending(tmp_path, DatasetStore(tmp_path / "data")), total_s=300)
+    shutil.rmtree(out)
+    result = _run(two, tmp_path, "NVIDIA H100 80GB HBM3", slow)
+    assert (out / "ra" / "run.log").exists() and (out / "rb" / "run.log").exists()
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*.tgz")] == ["rb/measurements.tgz"]  # the newest
+
+
+def test_a_failed_plan_stops_the_call_with_its_exit_status(tmp_path) -> None:
+    queues = load_queue(_queue(tmp_path))
+    command = device_command(queues, _pending(tmp_path, DatasetStore(tmp_path / "data")), total_s=300)
+    failing = 'echo "ran $RUN_ID"; exit 7\n'
+
+    result = _run(command, tmp_path, "NVIDIA H100 80GB HBM3", failing)
+
+    assert result.returncode == 7 and result.stdout.splitlines()[-1] == "ran ra"  # rb never started
 
 
 def _cls(queue: dict, i: int) -> dict:
@@ -143,5 +186,10 @@ def test_a_malformed_queue_is_refused_naming_the_entry_and_the_field(tmp_path, c
 
 def test_a_call_longer_than_the_device_tool_allows_is_refused(tmp_path) -> None:
     queues = load_queue(_queue(tmp_path))
-    with pytest.raises(ValueError, match="total_s=600 must be 60-590"):
-        device_command(queues, _heads(tmp_path, DatasetStore(tmp_path / "data")), total_s=600)
+    pending = _pending(tmp_path, DatasetStore(tmp_path / "data"))
+    with pytest.raises(ValueError, match="total_s=600 must be 150-590"):
+        device_command(queues, pending, total_s=600)
+    with pytest.raises(ValueError, match="total_s=100 must be 150-590 .* a plan starts only with 150 s left"):
+        device_command(queues, pending, total_s=100)
+    with pytest.raises(ValueError, match="plans=4 must be 1-3"):
+        next_entries(progress(queues[1], DatasetStore(tmp_path / "data"), tmp_path), 4)
