@@ -1,0 +1,149 @@
+"""Experiment (fifty-ninth session, not part of the product): one model fitted on both devices' training rows.
+
+The H100's first training rows (the `rht` plans, role ``train``, each problem a seeded 25% sample of its
+candidates, docs/COLLECTING.md) are apart from its held-out problems (role ``heldout``, every candidate timed), so
+each answer below is judged on problems none of the fits saw, without cross-validation. Ranked over every
+candidate each held-out problem timed (``evaluate_predictions``, the training report's evaluation):
+
+* ``transfer``: the shipped H200 model with the other device's spec as features, no H100 row (the predictor's
+  ``device=`` answer, over every candidate instead of its shortlist);
+* ``adapted``: that model continued with ``--rounds`` residual trees fitted on the H100's training rows, each
+  problem's weighted mean residual taken out (as ``device_adaptation_cv.py --center``);
+* ``h100 only``: a ``CostModel`` with the shipped settings fitted on the H100's training rows alone;
+* ``joint xR``: a ``CostModel`` with the shipped settings fitted on the H200's training rows (H200 features) and
+  the H100's (H100 features) together, each H100 problem counted ``R`` times (its rows repeated under ``R`` problem
+  keys: the model weighs every problem alike, so this is the H100 problems' share of the weight, ``--repeats``);
+  ``joint x0`` is the same fit on the H200's rows alone, a refit of the shipped model: the baseline the joint fits
+  differ from by the H100's rows alone (a refit's seed and bagging noise included).
+
+The joint fits are also judged on the H200's held-out problems, against the shipped model's own figure, so that a
+fit which helps the H100 and costs the H200 shows it. Figures: geometric mean of top-1, worst, count below 0.90.
+
+    .venv/bin/python benchmarks/experiments/joint_fit_heldout.py [--repeats 1,8] [--rounds 50]
+    (~5 min per joint fit on this 2-core machine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--artifact", default=str(REPO / "tilecost/models/h200"))
+    parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
+    parser.add_argument("--home", default="h200")
+    parser.add_argument("--other", default="h100_sxm")
+    parser.add_argument("--repeats", default="1,8", help="comma-separated R of the joint fits ('' for none)")
+    parser.add_argument("--rounds", type=int, default=50, help="residual trees of the adapted model")
+    parser.add_argument("--eta", type=float, default=0.05, help="their learning rate")
+    args = parser.parse_args()
+    repeats = [int(r) for r in args.repeats.split(",") if r.strip()]
+    if any(r < 0 for r in repeats):
+        parser.error(f"--repeats {args.repeats!r}: each R must be an integer >= 0")
+
+    import pandas as pd
+    import xgboost as xgb
+
+    from tilecost.device import load_device
+    from tilecost.features import FEATURE_NAMES
+    from tilecost.train.dataset import load_measurements
+    from tilecost.train.evaluate import evaluate_predictions, geomean
+    from tilecost.train.loading import load_artifact_model
+    from tilecost.train.model import CostModel, from_target, to_target
+    from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
+
+    started = time.perf_counter()
+
+    def clean(frame: pd.DataFrame) -> pd.DataFrame:
+        rows = candidate_rows(frame)
+        return rows[np.isfinite(rows["time_us"]) & (rows["time_us"] > 0)].reset_index(drop=True)
+
+    home_device, other_device = load_device(args.home), load_device(args.other)
+    home_train, home_held = split_by_role(load_measurements(args.dataset, args.home))
+    other_train, other_held = (clean(f) for f in split_by_role(load_measurements(args.dataset, args.other)))
+    home_held = clean(home_held)
+    X_home_train = build_features(home_train, home_device)
+    X_other_train = build_features(other_train, other_device)
+    X_other_held = build_features(other_held, other_device)
+    X_home_held = build_features(home_held, home_device)
+    print(f"{args.home}: {home_train['problem_key'].nunique()} training problems ({len(home_train):,} rows), "
+          f"{home_held['problem_key'].nunique()} held-out; {args.other}: {other_train['problem_key'].nunique()} "
+          f"training ({len(other_train):,} rows), {other_held['problem_key'].nunique()} held-out; "
+          f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
+
+    results: dict[str, dict[str, float]] = {}
+
+    def score(name: str, rows: pd.DataFrame, predicted_us: np.ndarray, device: object) -> None:
+        evaluation = evaluate_predictions(rows, predicted_us, device)
+        results[name] = {r.problem.key: r.top1 for r in evaluation.problems}
+        values = np.array(list(results[name].values()))
+        below = int((values < 0.90).sum())
+        print(f"{name:34s} {len(values):4d} problems  top-1 {geomean(values):.3f}  worst {values.min():.3f}  "
+              f"below 0.90: {below:3d}  ({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
+
+    shipped, _ = load_artifact_model(args.artifact)
+    score(f"transfer on {args.other}", other_held, shipped.predict(X_other_held), other_device)
+    score(f"shipped on {args.home}", home_held, shipped.predict(X_home_held), home_device)
+
+    # adapted: residual trees on the other device's training rows, centred per problem
+    settings = CostModel(n_jobs=2)
+    base = shipped.predict_target(X_other_train)
+    time_us = other_train["time_us"].to_numpy(dtype=np.float64)
+    _, inverse = np.unique(other_train["problem_key"].to_numpy(), return_inverse=True)
+    weight = settings.sample_weight(time_us, inverse, (other_train["status"] == "hopeless").to_numpy())
+    label = to_target(time_us, X_other_train, shipped.target_)
+    mean = np.bincount(inverse, weights=weight * (label - base)) / np.bincount(inverse, weights=weight)
+    dfit = xgb.DMatrix(X_other_train, label - mean[inverse], weight=weight, base_margin=base,
+                       feature_names=list(FEATURE_NAMES))  # fmt: skip
+    params = {"objective": "reg:squarederror", "tree_method": "hist", "max_depth": 6, "eta": args.eta, "seed": 0,
+              "nthread": 2}  # fmt: skip
+    residual = xgb.train(params, dfit, num_boost_round=args.rounds)
+    dtest = xgb.DMatrix(
+        X_other_held, base_margin=shipped.predict_target(X_other_held), feature_names=list(FEATURE_NAMES)
+    )
+    score(f"adapted on {args.other}", other_held, from_target(residual.predict(dtest), X_other_held, shipped.target_),
+          other_device)  # fmt: skip
+
+    own = CostModel(n_jobs=2).fit(
+        X_other_train, time_us, groups=other_train["problem_key"].to_numpy(),
+        hopeless=(other_train["status"] == "hopeless").to_numpy(),
+    )  # fmt: skip
+    score(f"{args.other} only on {args.other}", other_held, own.predict(X_other_held), other_device)
+
+    for r in repeats:
+        keys = other_train["problem_key"].to_numpy().astype(object)
+        other_keys = np.concatenate([keys[:0], *(keys + f"@{args.other}#{i}" for i in range(r))])
+        X = np.vstack([X_home_train, *([X_other_train] * r)])
+        times = np.concatenate([home_train["time_us"].to_numpy(dtype=np.float64), np.tile(time_us, r)])
+        groups = np.concatenate([home_train["problem_key"].to_numpy().astype(object), other_keys])
+        hopeless = np.concatenate([(home_train["status"] == "hopeless").to_numpy(),
+                                   np.tile((other_train["status"] == "hopeless").to_numpy(), r)])  # fmt: skip
+        joint = CostModel(n_jobs=2).fit(X, times, groups=groups, hopeless=hopeless)
+        score(f"joint x{r} on {args.other}", other_held, joint.predict(X_other_held), other_device)
+        score(f"joint x{r} on {args.home}", home_held, joint.predict(X_home_held), home_device)
+
+    names = [n for n in results if n.endswith(args.other)]
+    print(
+        f"\nper dtype and layout on {args.other} (top-1 geomean): " + ", ".join(n.rsplit(" on ", 1)[0] for n in names)
+    )
+    groups_of: dict[str, list[str]] = {}
+    for key in results[names[0]]:
+        groups_of.setdefault(key.split("-", 1)[1], []).append(key)
+    for group, keys in sorted(groups_of.items()):
+        cells = "  ".join(f"{geomean([results[n][k] for k in keys]):.3f}" for n in names)
+        print(f"{group:12s} {len(keys):3d}  {cells}")
+    print(f"\n{time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
