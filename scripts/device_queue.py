@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queue", default=str(REPO / "datasets/plans/queue.json"))
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
+    parser.add_argument("--root", default=str(REPO), help="the folder the queue's plan paths are relative to")
     parser.add_argument("--total-s", type=int, default=540, help="the call's deadline in s (150-590; default 540)")
     parser.add_argument("--plans", type=int, default=MAX_PLANS, help=f"plans one call may take (1-{MAX_PLANS})")
     shown = parser.add_mutually_exclusive_group()
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         queues = load_queue(args.queue)
         store = DatasetStore(args.dataset)
-        states = {q.device_class: progress(q, store, REPO) for q in queues}
+        states = {q.device_class: progress(q, store, args.root) for q in queues}
         heads = {name: next_entry(s) for name, s in states.items()}
         pending = {name: next_entries(s, args.plans) for name, s in states.items()}
         command = device_command(queues, pending, args.total_s)

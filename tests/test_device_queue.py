@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,37 @@ def test_a_call_longer_than_the_device_tool_allows_is_refused(tmp_path) -> None:
         device_command(queues, pending, total_s=100)
     with pytest.raises(ValueError, match="plans=4 must be 1-3"):
         next_entries(progress(queues[1], DatasetStore(tmp_path / "data"), tmp_path), 4)
+
+
+def _script(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``scripts/device_queue.py`` as a session runs it, on the test's queue, plans and dataset."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "device_queue.py"
+    args = ["--queue", str(tmp_path / "queue.json"), "--dataset", str(tmp_path / "data"), "--root", str(tmp_path)]
+    return subprocess.run([sys.executable, str(script), *args, *flags], capture_output=True, text=True, check=False)
+
+
+def test_the_script_lists_each_plan_and_prints_the_runs_to_keep_and_the_command(tmp_path) -> None:
+    _queue(tmp_path)
+    _sweep(DatasetStore(tmp_path / "data"), P1[:2], "ra")
+
+    listing = _script(tmp_path)
+    keep = _script(tmp_path, "--keep-runs", "--plans", "1")
+    command = _script(tmp_path, "--command", "--total-s", "200")
+
+    assert listing.returncode == 0, listing.stderr
+    assert "  next  ra          2 of 3    plans/p1.json (sample 1)" in listing.stdout
+    assert "  then  rb          0 of 2    plans/p2.json (sample 0.25)" in listing.stdout
+    assert 'SLIM_KEEP_RUNS="rc ra rb"' in listing.stdout
+    assert keep.stdout.strip() == "rc ra"
+    assert command.stdout.strip() == device_command(
+        load_queue(tmp_path / "queue.json"), _pending(tmp_path, DatasetStore(tmp_path / "data")), total_s=200
+    )
+
+
+def test_the_script_refuses_a_bad_queue_or_call_with_exit_status_2(tmp_path) -> None:
+    path = _queue(tmp_path)
+    assert "total_s=20 must be 150-590" in _script(tmp_path, "--total-s", "20").stderr
+    assert _script(tmp_path, "--plans", "0").returncode == 2
+    path.write_text(json.dumps({"device_classes": []}))
+    refused = _script(tmp_path)
+    assert refused.returncode == 2 and refused.stderr.startswith("device_queue: queue file")
