@@ -9,7 +9,7 @@ plan cut short by a call's time budget is resumed under the same run id, and a p
 
 :func:`device_command` writes the one-line command of a call: each class's next plans (:func:`next_entries`, up
 to three) under ``benchmarks/h200_round.sh collect``, one after another against one deadline, chosen by
-``nvidia-smi``'s GPU name; a plan starts only while 150 s of the call are left, and only the newest
+``nvidia-smi``'s GPU name; a plan starts only while 150 s of the call are left (the first always), and only the newest
 ``measurements.tgz`` is kept (each holds every file the machine wrote since its install), so a call returns at
 most seven files. :func:`keep_runs` names the run ids whose files a slimmed tree must keep (``SLIM_KEEP_RUNS`` of
 ``scripts/device_tree.sh``) so a resume skips them. Nothing here touches a GPU.
@@ -164,13 +164,20 @@ def keep_runs(pending: Mapping[str, Sequence[Progress]]) -> list[str]:
     return [p.entry.run_id for entries in pending.values() for p in entries]
 
 
-def device_command(queues: Sequence[DeviceQueue], pending: Mapping[str, Sequence[Progress]], total_s: int = 540) -> str:
+def device_command(
+    queues: Sequence[DeviceQueue],
+    pending: Mapping[str, Sequence[Progress]],
+    total_s: int = 540,
+    *,
+    plan_start_s: int = PLAN_START_S,
+) -> str:
     """One device call: each class's pending plans, in order, for the GPU whose name selects it, each with the
-    call's time left; another GPU exits 3, a class whose queue is done exits 4, a failed plan stops the call
-    with its exit status. Results land in ``$OUT/<run id>``."""
-    if not PLAN_START_S <= total_s <= 590:
-        raise ValueError(f"total_s={total_s!r} must be {PLAN_START_S}-590 seconds (the device tool's call limit is "
-                         f"600; a plan starts only with {PLAN_START_S} s left)")  # fmt: skip
+    call's time left; a plan starts only with ``plan_start_s`` left (the first always: ``total_s`` must exceed
+    it by 5 s); another GPU exits 3, a class whose queue is done exits 4, a failed plan stops the call with its
+    exit status. Results land in ``$OUT/<run id>``."""
+    if not plan_start_s + 5 <= total_s <= 590:
+        raise ValueError(f"total_s={total_s!r} must be {plan_start_s + 5}-590 seconds (the device tool's call limit "
+                         f"is 600; a plan starts only with {plan_start_s} s left)")  # fmt: skip
     branches = []
     for q in queues:
         entries = pending.get(q.device_class, ())
@@ -184,7 +191,7 @@ def device_command(queues: Sequence[DeviceQueue], pending: Mapping[str, Sequence
         'G=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "GPU: $G"; date -u; '
         f"B=$OUT; E=$(($(date +%s) + {total_s})); R=0; "
         'q() { for P in "$@"; do set -- $P; L=$((E - $(date +%s))); '
-        f"[ $L -ge {PLAN_START_S} ] || break; "
+        f"[ $L -ge {plan_start_s} ] || break; "
         'OUT=$B/$1 TOTAL_S=$L ARGS="--plan $2 --device-class $4" RUN_ID=$1 SAMPLE=$3 '
         "bash benchmarks/h200_round.sh collect || { R=$?; break; }; done; }; "
         f'case "$G" in {" ".join(branches)} *) exit 3;; esac; '

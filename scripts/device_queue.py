@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queue", default=str(REPO / "datasets/plans/queue.json"))
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
     parser.add_argument("--root", default=str(REPO), help="the folder the queue's plan paths are relative to")
-    parser.add_argument("--total-s", type=int, default=540, help="the call's deadline in s (150-590; default 540)")
+    parser.add_argument("--total-s", type=int, default=540, help="the call's deadline in s (155-590; default 540)")
     parser.add_argument("--plans", type=int, default=MAX_PLANS, help=f"plans one call may take (1-{MAX_PLANS})")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--keep-runs", action="store_true", help="print only the run ids a slimmed tree keeps")

@@ -125,7 +125,8 @@ def test_the_command_takes_the_branch_of_the_gpu_it_finds_and_its_plans_in_order
 
 def test_a_plan_starts_only_with_time_left_and_only_the_newest_archive_comes_back(tmp_path) -> None:
     queues = load_queue(_queue(tmp_path))
-    command = device_command(queues, _pending(tmp_path, DatasetStore(tmp_path / "data")), total_s=155)
+    pending = _pending(tmp_path, DatasetStore(tmp_path / "data"))
+    command = device_command(queues, pending, total_s=15, plan_start_s=10)  # 150 s and more, scaled down
     # each plan writes its logs and the machine's cumulative archive, and takes 6 s
     slow = 'mkdir -p "$OUT"; echo "$RUN_ID" > "$OUT/run.log"; sleep 6; echo "$RUN_ID" > "$OUT/measurements.tgz"\n'
 
@@ -133,10 +134,10 @@ def test_a_plan_starts_only_with_time_left_and_only_the_newest_archive_comes_bac
 
     assert result.returncode == 0, result.stderr
     out = tmp_path / "out"
-    assert (out / "ra" / "run.log").exists() and not (out / "rb").exists()  # 149 s left after ra: rb not started
+    assert (out / "ra" / "run.log").exists() and not (out / "rb").exists()  # 9 s left after ra: rb not started
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tgz")) == ["ra/measurements.tgz"]
 
-    two = device_command(queues, _pending(tmp_path, DatasetStore(tmp_path / "data")), total_s=300)
+    two = device_command(queues, pending, total_s=30, plan_start_s=10)
     shutil.rmtree(out)
     result = _run(two, tmp_path, "NVIDIA H100 80GB HBM3", slow)
     assert (out / "ra" / "run.log").exists() and (out / "rb" / "run.log").exists()
@@ -188,9 +189,9 @@ def test_a_malformed_queue_is_refused_naming_the_entry_and_the_field(tmp_path, c
 def test_a_call_longer_than_the_device_tool_allows_is_refused(tmp_path) -> None:
     queues = load_queue(_queue(tmp_path))
     pending = _pending(tmp_path, DatasetStore(tmp_path / "data"))
-    with pytest.raises(ValueError, match="total_s=600 must be 150-590"):
+    with pytest.raises(ValueError, match="total_s=600 must be 155-590"):
         device_command(queues, pending, total_s=600)
-    with pytest.raises(ValueError, match="total_s=100 must be 150-590 .* a plan starts only with 150 s left"):
+    with pytest.raises(ValueError, match="total_s=100 must be 155-590 .* a plan starts only with 150 s left"):
         device_command(queues, pending, total_s=100)
     with pytest.raises(ValueError, match="plans=4 must be 1-3"):
         next_entries(progress(queues[1], DatasetStore(tmp_path / "data"), tmp_path), 4)
@@ -223,7 +224,7 @@ def test_the_script_lists_each_plan_and_prints_the_runs_to_keep_and_the_command(
 
 def test_the_script_refuses_a_bad_queue_or_call_with_exit_status_2(tmp_path) -> None:
     path = _queue(tmp_path)
-    assert "total_s=20 must be 150-590" in _script(tmp_path, "--total-s", "20").stderr
+    assert "total_s=20 must be 155-590" in _script(tmp_path, "--total-s", "20").stderr
     assert _script(tmp_path, "--plans", "0").returncode == 2
     path.write_text(json.dumps({"device_classes": []}))
     refused = _script(tmp_path)
