@@ -173,8 +173,9 @@ def device_command(
 ) -> str:
     """One device call: each class's pending plans, in order, for the GPU whose name selects it, each with the
     call's time left; a plan starts only with ``plan_start_s`` left (the first always: ``total_s`` must exceed
-    it by 5 s); another GPU exits 3, a class whose queue is done exits 4, a failed plan stops the call with its
-    exit status. Results land in ``$OUT/<run id>``."""
+    it by 5 s); another GPU exits 3, a class whose queue is done exits 4, a round script that fails (its install)
+    stops the call with its exit status. A collect that fails does not: the round script logs ``collect exit N``
+    and exits 0, and the next plan runs. Results land in ``$OUT/<run id>``."""
     if not plan_start_s + 5 <= total_s <= 590:
         raise ValueError(f"total_s={total_s!r} must be {plan_start_s + 5}-590 seconds (the device tool's call limit "
                          f"is 600; a plan starts only with {plan_start_s} s left)")  # fmt: skip

@@ -144,7 +144,7 @@ def test_a_plan_starts_only_with_time_left_and_only_the_newest_archive_comes_bac
     assert [p.relative_to(out).as_posix() for p in out.rglob("*.tgz")] == ["rb/measurements.tgz"]  # the newest
 
 
-def test_a_failed_plan_stops_the_call_with_its_exit_status(tmp_path) -> None:
+def test_a_round_script_that_fails_stops_the_call_with_its_exit_status(tmp_path) -> None:
     queues = load_queue(_queue(tmp_path))
     command = device_command(queues, _pending(tmp_path, DatasetStore(tmp_path / "data")), total_s=300)
     failing = 'echo "ran $RUN_ID"; exit 7\n'
