@@ -148,7 +148,8 @@ def progress(queue: DeviceQueue, store: DatasetStore, root: str | Path = ".") ->
 
 def next_entry(states: Sequence[Progress]) -> Progress | None:
     """The first entry its run has not finished, or None when the queue is done."""
-    return next((s for s in states if s.left > 0), None)
+    first = next_entries(states, 1)
+    return first[0] if first else None
 
 
 def next_entries(states: Sequence[Progress], limit: int = MAX_PLANS) -> tuple[Progress, ...]:

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tilecost.collect.queue import MAX_PLANS, device_command, keep_runs, load_queue, next_entries, next_entry, progress
+from tilecost.collect.queue import MAX_PLANS, device_command, keep_runs, load_queue, next_entries, progress
 from tilecost.collect.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
         queues = load_queue(args.queue)
         store = DatasetStore(args.dataset)
         states = {q.device_class: progress(q, store, args.root) for q in queues}
-        heads = {name: next_entry(s) for name, s in states.items()}
         pending = {name: next_entries(s, args.plans) for name, s in states.items()}
         command = device_command(queues, pending, args.total_s)
     except ValueError as exc:
@@ -51,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for q in queues:
         print(f"{q.device_class} (GPU name *{q.gpu_name}*):")
+        ahead = pending[q.device_class]  # the call's plans, the next first
         for s in states[q.device_class]:
-            mark = "next" if s is heads[q.device_class] else ("done" if s.left == 0 else "")
-            mark = "then" if not mark and s in pending[q.device_class] else mark
+            mark = "done" if s.left == 0 else "next" if ahead and s is ahead[0] else "then" if s in ahead else ""
             e = s.entry
             print(f"  {mark:>4}  {e.run_id:<8} {s.measured:>4} of {s.planned:<4} {e.plan} (sample {e.sample:g})")
-        if heads[q.device_class] is None:
+        if not ahead:
             print("  every plan measured: add plans to the queue")
     print(f'\nSLIM_KEEP_RUNS="{" ".join(keep_runs(pending))}"\n\n{command}')
     return 0

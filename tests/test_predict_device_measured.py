@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tilecost import OODReason, Predictor, Problem, Source, load_device
@@ -34,18 +35,22 @@ def with_h100(artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def h100_best() -> dict[str, tuple[str, float]]:
+def h100_rows() -> pd.DataFrame:
+    """The shipped dataset's H100 rows, one per (problem, configuration)."""
+    return candidate_rows(load_measurements(fixtures.DATASET, "h100_sxm").frame)
+
+
+@pytest.fixture(scope="module")
+def h100_best(h100_rows: pd.DataFrame) -> dict[str, tuple[str, float]]:
     """Each H100 problem's fastest configuration and time, from the rows themselves."""
-    rows = candidate_rows(load_measurements(fixtures.DATASET, "h100_sxm").frame)
-    fastest = rows.sort_values(["problem_key", "time_us", "config_id"]).groupby("problem_key").first()
+    fastest = h100_rows.sort_values(["problem_key", "time_us", "config_id"]).groupby("problem_key").first()
     return {key: (row.config_id, float(row.time_us)) for key, row in fastest.iterrows()}
 
 
 @pytest.fixture(scope="module")
-def h100_roles() -> dict[str, str]:
+def h100_roles(h100_rows: pd.DataFrame) -> dict[str, str]:
     """Each H100 problem's role: ``heldout`` (every candidate timed) or ``train`` (a seeded sample of them)."""
-    frame = load_measurements(fixtures.DATASET, "h100_sxm").frame
-    return {str(k): str(v) for k, v in frame.groupby("problem_key")["role"].first().items()}
+    return {str(k): str(v) for k, v in h100_rows.groupby("problem_key")["role"].first().items()}
 
 
 def test_a_shape_the_device_measured_is_answered_with_its_own_best_unflagged(
@@ -69,11 +74,10 @@ def test_a_shape_the_device_measured_is_answered_with_its_own_best_unflagged(
 
 
 def test_a_sampled_training_shape_is_answered_as_the_best_of_its_sample(
-    with_h100: Path, h100_best: dict[str, tuple[str, float]], h100_roles: dict[str, str]
+    with_h100: Path, h100_rows: pd.DataFrame, h100_best: dict[str, tuple[str, float]], h100_roles: dict[str, str]
 ) -> None:
     key = min(k for k in h100_best if h100_roles[k] == "train")
-    frame = load_measurements(fixtures.DATASET, "h100_sxm").frame
-    timed = candidate_rows(frame[frame["problem_key"] == key])["config_id"].nunique()
+    timed = h100_rows.loc[h100_rows["problem_key"] == key, "config_id"].nunique()
     h100 = Predictor.load(with_h100, device="h100_sxm", triton_version=None)
 
     answer = h100.predict_best(Problem.from_key(key))

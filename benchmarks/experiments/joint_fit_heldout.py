@@ -91,15 +91,19 @@ def main() -> int:
               f"below 0.90: {below:3d}  ({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
 
     shipped, _ = load_artifact_model(args.artifact)
-    score(f"transfer on {args.other}", other_held, shipped.predict(X_other_held), other_device)
+    held_base = shipped.predict_target(X_other_held)  # the transfer's target, and the adapted model's margin
+    score(f"transfer on {args.other}", other_held, from_target(held_base, X_other_held, shipped.target_), other_device)
     score(f"shipped on {args.home}", home_held, shipped.predict(X_home_held), home_device)
+
+    time_us = other_train["time_us"].to_numpy(dtype=np.float64)
+    other_keys = other_train["problem_key"].to_numpy().astype(object)
+    other_hopeless = (other_train["status"] == "hopeless").to_numpy()
 
     # adapted: residual trees on the other device's training rows, centred per problem
     settings = CostModel(n_jobs=2)
     base = shipped.predict_target(X_other_train)
-    time_us = other_train["time_us"].to_numpy(dtype=np.float64)
-    _, inverse = np.unique(other_train["problem_key"].to_numpy(), return_inverse=True)
-    weight = settings.sample_weight(time_us, inverse, (other_train["status"] == "hopeless").to_numpy())
+    _, inverse = np.unique(other_keys, return_inverse=True)
+    weight = settings.sample_weight(time_us, inverse, other_hopeless)
     label = to_target(time_us, X_other_train, shipped.target_)
     mean = np.bincount(inverse, weights=weight * (label - base)) / np.bincount(inverse, weights=weight)
     dfit = xgb.DMatrix(X_other_train, label - mean[inverse], weight=weight, base_margin=base,
@@ -107,26 +111,21 @@ def main() -> int:
     params = {"objective": "reg:squarederror", "tree_method": "hist", "max_depth": 6, "eta": args.eta, "seed": 0,
               "nthread": 2}  # fmt: skip
     residual = xgb.train(params, dfit, num_boost_round=args.rounds)
-    dtest = xgb.DMatrix(
-        X_other_held, base_margin=shipped.predict_target(X_other_held), feature_names=list(FEATURE_NAMES)
-    )
+    dtest = xgb.DMatrix(X_other_held, base_margin=held_base, feature_names=list(FEATURE_NAMES))
     score(f"adapted on {args.other}", other_held, from_target(residual.predict(dtest), X_other_held, shipped.target_),
           other_device)  # fmt: skip
 
-    own = CostModel(n_jobs=2).fit(
-        X_other_train, time_us, groups=other_train["problem_key"].to_numpy(),
-        hopeless=(other_train["status"] == "hopeless").to_numpy(),
-    )  # fmt: skip
+    own = CostModel(n_jobs=2).fit(X_other_train, time_us, groups=other_keys, hopeless=other_hopeless)
     score(f"{args.other} only on {args.other}", other_held, own.predict(X_other_held), other_device)
 
-    for r in repeats:
-        keys = other_train["problem_key"].to_numpy().astype(object)
-        other_keys = np.concatenate([keys[:0], *(keys + f"@{args.other}#{i}" for i in range(r))])
+    home_times = home_train["time_us"].to_numpy(dtype=np.float64)
+    home_keys = home_train["problem_key"].to_numpy().astype(object)
+    home_hopeless = (home_train["status"] == "hopeless").to_numpy()
+    for r in repeats:  # the other device's rows r times, each copy under its own problem keys
         X = np.vstack([X_home_train, *([X_other_train] * r)])
-        times = np.concatenate([home_train["time_us"].to_numpy(dtype=np.float64), np.tile(time_us, r)])
-        groups = np.concatenate([home_train["problem_key"].to_numpy().astype(object), other_keys])
-        hopeless = np.concatenate([(home_train["status"] == "hopeless").to_numpy(),
-                                   np.tile((other_train["status"] == "hopeless").to_numpy(), r)])  # fmt: skip
+        times = np.concatenate([home_times, np.tile(time_us, r)])
+        groups = np.concatenate([home_keys, *(other_keys + f"@{args.other}#{i}" for i in range(r))])
+        hopeless = np.concatenate([home_hopeless, np.tile(other_hopeless, r)])
         joint = CostModel(n_jobs=2).fit(X, times, groups=groups, hopeless=hopeless)
         score(f"joint x{r} on {args.other}", other_held, joint.predict(X_other_held), other_device)
         score(f"joint x{r} on {args.home}", home_held, joint.predict(X_home_held), home_device)
