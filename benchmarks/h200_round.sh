@@ -29,6 +29,13 @@ NIGHT=${NIGHT:-$(date -u +%Y-%m-%d)}
 DATASET=${DATASET:-.devdata/measurements}
 [ -n "${GPU:-}" ] && export CUDA_VISIBLE_DEVICES=$GPU
 LOG="$OUT/run.log"
+# A slimmed tree (scripts/device_tree.sh) left these runs' files behind: resuming one would time its measured
+# problems again (the sixtieth session's call 6 re-timed ten), so refuse before installing anything.
+if [ -n "${RUN_ID:-}" ] && [ -f .device-slim ] && grep -qxF "$RUN_ID" .device-slim; then
+    echo "refused: run $RUN_ID's files were left out of this tree by scripts/device_tree.sh slim (.device-slim);" \
+        "slim again with SLIM_KEEP_RUNS naming it" | tee -a "$LOG"
+    exit 5
+fi
 left() { echo $((TOTAL_S - ($(date +%s) - START))); }
 say() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
 

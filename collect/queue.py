@@ -12,7 +12,8 @@ to three) under ``benchmarks/h200_round.sh collect``, one after another against 
 ``nvidia-smi``'s GPU name; a plan starts only while 150 s of the call are left (the first always), and only the newest
 ``measurements.tgz`` is kept (each holds every file the machine wrote since its install), so a call returns at
 most seven files. :func:`keep_runs` names the run ids whose files a slimmed tree must keep (``SLIM_KEEP_RUNS`` of
-``scripts/device_tree.sh``) so a resume skips them. Nothing here touches a GPU.
+``scripts/device_tree.sh``: the call's, and every run started and not finished) so a resume skips them; the round
+script refuses to resume a run whose files the slimmed tree left behind. Nothing here touches a GPU.
 """
 
 from __future__ import annotations
@@ -160,9 +161,16 @@ def next_entries(states: Sequence[Progress], limit: int = MAX_PLANS) -> tuple[Pr
     return tuple(s for s in states if s.left > 0)[:limit]
 
 
-def keep_runs(pending: Mapping[str, Sequence[Progress]]) -> list[str]:
-    """The run ids a slimmed tree keeps: every entry a call may take, so each resume skips what its run measured."""
-    return [p.entry.run_id for entries in pending.values() for p in entries]
+def keep_runs(
+    pending: Mapping[str, Sequence[Progress]], states: Mapping[str, Sequence[Progress]] | None = None
+) -> list[str]:
+    """The run ids a slimmed tree keeps: every entry a call may take, then every other run of ``states`` (each
+    class's whole queue) that has started and not finished, so each resume skips what its run measured, even a
+    resume written by hand for a later call on the same warm machine (the sixtieth session's call 6 timed ten
+    problems again: their run was not among the first call's three plans, so its files had stayed behind)."""
+    runs = [p.entry.run_id for entries in pending.values() for p in entries]
+    started = [s.entry.run_id for entries in (states or {}).values() for s in entries if 0 < s.measured < s.planned]
+    return list(dict.fromkeys(runs + started))
 
 
 def device_command(

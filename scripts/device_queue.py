@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"device_queue: {exc}", file=sys.stderr)
         return 2
     if args.keep_runs:
-        print(" ".join(keep_runs(pending)))
+        print(" ".join(keep_runs(pending, states)))
         return 0
     if args.command:
         print(command)
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {mark:>4}  {e.run_id:<8} {s.measured:>4} of {s.planned:<4} {e.plan} (sample {e.sample:g})")
         if not ahead:
             print("  every plan measured: add plans to the queue")
-    print(f'\nSLIM_KEEP_RUNS="{" ".join(keep_runs(pending))}"\n\n{command}')
+    print(f'\nSLIM_KEEP_RUNS="{" ".join(keep_runs(pending, states))}"\n\n{command}')
     return 0
 
 

@@ -10,6 +10,7 @@
 # .git/info/exclude; the files stay on disk. SLIM_KEEP_RUNS (run ids) keeps those runs' Parquet files
 # (`*--RUN.parquet`, or `RUN.parquet` once compacted) of the slimmed paths in the index, so that a collect resuming
 # them skips what they measured:
+# the other runs' ids go to .device-slim, which travels, and the round script refuses to resume them.
 # SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends the code, the plans and
 # those runs' files (with the model alone out, the fourteenth session's tree was at the limit). `restore` puts
 # everything slimmed back, whatever SLIM_PATHS says then. A commit made while slim would record the slimmed files
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/.."
 PATHS=${SLIM_PATHS:-tilecost/models/h200}
 EXCLUDE=.git/info/exclude
 MARK="# device_tree.sh slim"
+DROPPED=.device-slim  # the run ids whose Parquet files a slimmed tree leaves behind, one a line
 size() { { git ls-files -z; git ls-files -z -o --exclude-standard; } | du -cb --files0-from=- | tail -1 | cut -f1; }
 case ${1:-} in
 slim)
@@ -32,6 +34,11 @@ slim)
         find $PATHS -type f \( -name "*--$run.parquet" -o -name "$run.parquet" \) -print0 | xargs -0 -r git add -f --
     done
     for p in $PATHS; do printf '/%s/\n%s\n' "$p" "$MARK"; done >>"$EXCLUDE"  # each path, then the mark
+    # The runs whose files stay behind, for the device: benchmarks/h200_round.sh refuses to resume one (it would
+    # time its measured problems again). Untracked and not ignored, so it travels; `restore` deletes it.
+    # shellcheck disable=SC2086
+    find $PATHS -type f -name '*.parquet' ! -path '*/.*' -printf '%f\n' | sed 's/\.parquet$//; s/.*--//' | sort -u \
+        | grep -vxF -f <(printf '%s\n' ${SLIM_KEEP_RUNS:-} "") >"$DROPPED" || true
     echo "slim: $PATHS out of the index; $(size) bytes travel. Run 'bash scripts/device_tree.sh restore' before committing." ;;
 restore)
     if ! grep -qF "$MARK" "$EXCLUDE" 2>/dev/null; then
@@ -49,6 +56,7 @@ EOF
 )
     # shellcheck disable=SC2086  # PATHS is a list of words
     git reset -q HEAD -- $PATHS
+    rm -f "$DROPPED"
     echo "restored: $PATHS back in the index; $(size) bytes travel." ;;
 size) echo "$(size) bytes travel (limit 67108864)" ;;
 *) echo "usage: bash scripts/device_tree.sh slim|restore|size" >&2; exit 2 ;;

@@ -85,6 +85,58 @@ def test_the_next_plan_is_the_first_its_run_has_not_finished_and_compaction_keep
     )
 
 
+def test_the_runs_kept_are_the_calls_plans_then_every_other_started_run(tmp_path) -> None:
+    _queue(tmp_path)
+    store = DatasetStore(tmp_path / "data")
+    _sweep(store, P1[:2], "ra")
+    _sweep(store, P2[:1], "rb")  # rb started too, beyond a one-plan call
+    states = {q.device_class: progress(q, store, tmp_path) for q in load_queue(tmp_path / "queue.json")}
+
+    assert keep_runs(_pending(tmp_path, store, plans=1), states) == ["rc", "ra", "rb"]
+    assert keep_runs(_pending(tmp_path, store), states) == ["rc", "ra", "rb"]  # each once
+    _sweep(store, P2[1:], "rb")  # a finished run has nothing to resume
+    states = {q.device_class: progress(q, store, tmp_path) for q in load_queue(tmp_path / "queue.json")}
+    assert keep_runs(_pending(tmp_path, store, plans=1), states) == ["rc", "ra"]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_slimmed_tree_names_the_runs_it_leaves_behind_and_the_round_script_refuses_to_resume_them(tmp_path) -> None:
+    repo = tmp_path / "repo"
+
+    def sh(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=repo, env={**os.environ, **env}, capture_output=True, text=True, check=False)
+
+    for script in ("scripts/device_tree.sh", "benchmarks/h200_round.sh"):
+        (repo / script).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / script, repo / script)
+    part = repo / "datasets/measurements/device_class=h100_sxm/dtype=bf16/layout=nt"
+    part.mkdir(parents=True)
+    for name in ("64x64x64-bf16-nt--ra.parquet", "rb.parquet", "32x32x32-bf16-nt--rx.parquet"):
+        (part / name).write_bytes(b"PAR1")
+    sh("git", "init", "-q")
+    sh("git", "add", "-A")
+    sh("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tree")
+
+    slim = sh("bash", "scripts/device_tree.sh", "slim", SLIM_PATHS="datasets/measurements", SLIM_KEEP_RUNS="ra")
+
+    assert slim.returncode == 0, slim.stderr
+    assert (repo / ".device-slim").read_text() == "rb\nrx\n"
+    tracked = sh("git", "ls-files").stdout.split()
+    assert any(f.endswith("--ra.parquet") for f in tracked) and not any("rb" in f or "rx" in f for f in tracked)
+    assert ".device-slim" in sh("git", "ls-files", "-o", "--exclude-standard").stdout  # it travels
+    refused = sh("bash", "benchmarks/h200_round.sh", "collect", RUN_ID="rb", OUT=str(tmp_path / "out"))
+    assert refused.returncode == 5 and "refused: run rb's files were left out" in refused.stdout
+    kept = sh("bash", "benchmarks/h200_round.sh", "collect", RUN_ID="ra", OUT=str(tmp_path / "o2"), PATH="/bin")
+    assert kept.returncode != 5 and "refused" not in kept.stdout  # past the guard (then no install here: exit 1)
+
+    restored = sh("bash", "scripts/device_tree.sh", "restore")
+    assert restored.returncode == 0 and not (repo / ".device-slim").exists()
+    assert len(sh("git", "ls-files").stdout.split()) == 5 and sh("git", "status", "--short").stdout == ""
+
+
 def _run(command: str, root: Path, gpu: str, round_script: str | None = None) -> subprocess.CompletedProcess[str]:
     """The command as the device machine runs it: bash in the repo root, $OUT set, a stand-in nvidia-smi and
     round script that print what they were given (or ``round_script``)."""
