@@ -9,10 +9,10 @@
 # leaves the model for a call that loads it and reads no measurements, such as autotune) out of the index and into
 # .git/info/exclude; the files stay on disk. SLIM_KEEP_RUNS (run ids) keeps those runs' Parquet files
 # (`*--RUN.parquet`, or `RUN.parquet` once compacted) of the slimmed paths in the index, so that a collect resuming
-# them skips what they measured:
-# the other runs' ids go to .device-slim, which travels, and the round script refuses to resume them.
-# SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends the code, the plans and
-# those runs' files (with the model alone out, the fourteenth session's tree was at the limit). `restore` puts
+# them skips what they measured; the other runs' ids go to .device-slim, which travels, and the round script
+# refuses to resume them. SLIM_PATHS="tilecost/models/h200 datasets/measurements" SLIM_KEEP_RUNS="r14c r14d" sends
+# the code, the plans and those runs' files (with the model alone out, the fourteenth session's tree was at the
+# limit). `restore` puts
 # everything slimmed back, whatever SLIM_PATHS says then. A commit made while slim would record the slimmed files
 # as deleted: `slim` refuses to run twice and `restore` says when there is nothing to restore.
 set -euo pipefail

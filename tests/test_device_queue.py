@@ -17,6 +17,7 @@ from tilecost import DType, Layout, Problem
 from tilecost.collect.queue import device_command, keep_runs, load_queue, next_entries, next_entry, progress
 from tilecost.collect.store import DatasetStore
 
+REPO = Path(__file__).resolve().parents[1]
 P1 = [Problem(64, 256, 512), Problem(100, 200, 300), Problem(48, 512, 256)]
 P2 = [Problem(32, 128, 256, DType.FP16, Layout.NN), Problem(16, 64, 128, DType.FP16, Layout.NN)]
 
@@ -97,9 +98,6 @@ def test_the_runs_kept_are_the_calls_plans_then_every_other_started_run(tmp_path
     _sweep(store, P2[1:], "rb")  # a finished run has nothing to resume
     states = {q.device_class: progress(q, store, tmp_path) for q in load_queue(tmp_path / "queue.json")}
     assert keep_runs(_pending(tmp_path, store, plans=1), states) == ["rc", "ra"]
-
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -251,7 +249,7 @@ def test_a_call_longer_than_the_device_tool_allows_is_refused(tmp_path) -> None:
 
 def _script(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     """``scripts/device_queue.py`` as a session runs it, on the test's queue, plans and dataset."""
-    script = Path(__file__).resolve().parents[1] / "scripts" / "device_queue.py"
+    script = REPO / "scripts" / "device_queue.py"
     args = ["--queue", str(tmp_path / "queue.json"), "--dataset", str(tmp_path / "data"), "--root", str(tmp_path)]
     return subprocess.run([sys.executable, str(script), *args, *flags], capture_output=True, text=True, check=False)
 
