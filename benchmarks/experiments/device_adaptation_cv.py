@@ -38,6 +38,64 @@ sys.path.insert(0, str(REPO))
 FRACTIONS = (0.25, 0.5, 1.0)
 
 
+def residual_trees(
+    X: np.ndarray,
+    time_us: np.ndarray,
+    keys: np.ndarray,
+    hopeless: np.ndarray,
+    base: np.ndarray,
+    target: str,
+    *,
+    rounds: int,
+    eta: float,
+    depth: int = 6,
+    seed: int = 0,
+    center: bool = False,
+) -> object:
+    """A model continued on these rows: ``rounds`` XGBoost trees whose ``base_margin`` is its output ``base``,
+    with the product's sample weights (``CostModel``'s defaults) and, with ``center``, each problem's weighted mean
+    residual taken out, so the trees learn only the order within a problem. Score with :func:`continued`."""
+    import xgboost as xgb
+
+    from tilecost.features import FEATURE_NAMES
+    from tilecost.train.model import CostModel, to_target
+
+    _, inverse = np.unique(keys, return_inverse=True)
+    weight = CostModel(n_jobs=2).sample_weight(time_us, inverse, hopeless)
+    label = to_target(time_us, X, target)
+    if center:
+        label = (
+            label
+            - (np.bincount(inverse, weights=weight * (label - base)) / np.bincount(inverse, weights=weight))[inverse]
+        )
+    dfit = xgb.DMatrix(X, label, weight=weight, base_margin=base, feature_names=list(FEATURE_NAMES))
+    params = {"objective": "reg:squarederror", "tree_method": "hist", "max_depth": depth, "eta": eta, "seed": seed,
+              "nthread": 2}  # fmt: skip
+    return xgb.train(params, dfit, num_boost_round=rounds)
+
+
+def continued(residual: object, X: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """The continued model's target for rows whose base model output is ``base``."""
+    import xgboost as xgb
+
+    from tilecost.features import FEATURE_NAMES
+
+    return residual.predict(xgb.DMatrix(X, base_margin=base, feature_names=list(FEATURE_NAMES)))  # type: ignore[attr-defined]
+
+
+def print_groups(top1: dict[str, dict[str, float]], names: list[str], title: str) -> None:
+    """Each answer's top-1 geometric mean per dtype and layout (the problem key's tail), over the first's problems."""
+    from tilecost.train.evaluate import geomean
+
+    groups_of: dict[str, list[str]] = {}
+    for key in top1[names[0]]:
+        groups_of.setdefault(key.split("-", 1)[1], []).append(key)
+    print(f"\n{title} (top-1 geomean): " + ", ".join(names))
+    for group, keys in sorted(groups_of.items()):
+        cells = "  ".join(f"{geomean([top1[n][k] for k in keys]):.3f}" for n in names)
+        print(f"{group:12s} {len(keys):3d}  {cells}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--artifact", default=str(REPO / "tilecost/models/h200"))
@@ -56,15 +114,13 @@ def main() -> int:
     parser.add_argument("--no-h100-only", action="store_true", help="skip the H100-only fits (the slow part)")
     args = parser.parse_args()
 
-    import xgboost as xgb
     from sklearn.model_selection import GroupKFold
 
     from tilecost.device import load_device
-    from tilecost.features import FEATURE_NAMES
     from tilecost.train.dataset import load_measurements
     from tilecost.train.evaluate import evaluate_predictions, geomean
     from tilecost.train.loading import load_artifact_model
-    from tilecost.train.model import CostModel, from_target, to_target
+    from tilecost.train.model import CostModel, from_target
     from tilecost.train.pipeline import build_features, candidate_rows
 
     started = time.perf_counter()
@@ -81,8 +137,6 @@ def main() -> int:
     trained = np.unique(groups[(rows["role"] == "train").to_numpy()])  # only ever fitted on
     home, _ = load_artifact_model(args.artifact)
     base = home.predict_target(X)  # the H200 model's output on the H100's features
-    y = to_target(time_us, X, home.target_)
-    settings = CostModel(n_jobs=2)  # the product's defaults: its sample weights, its H100-only fits
     print(f"{len(problems)} held-out and {len(trained)} training problems measured on {args.other}, "
           f"{len(rows)} candidate rows; "
           f"grouped 5-fold CV seed {args.seed}, fit folds cut to {', '.join(f'{f:.0%}' for f in FRACTIONS)} "
@@ -105,20 +159,11 @@ def main() -> int:
         for fraction in FRACTIONS:
             chosen = set(order[: max(1, round(fraction * len(order)))])
             fit = np.flatnonzero(np.array([g in chosen for g in groups]))
-            _, inverse = np.unique(groups[fit], return_inverse=True)
-            weight = settings.sample_weight(time_us[fit], inverse, hopeless[fit])
-            label = y[fit]
-            if args.center:  # each problem's weighted mean residual out: the trees learn the order within it
-                residual_mean = np.bincount(inverse, weights=weight * (label - base[fit])) / np.bincount(
-                    inverse, weights=weight
-                )
-                label = label - residual_mean[inverse]
-            dfit = xgb.DMatrix(X[fit], label, weight=weight, base_margin=base[fit], feature_names=list(FEATURE_NAMES))
-            params = {"objective": "reg:squarederror", "tree_method": "hist", "max_depth": args.depth, "eta": args.eta,
-                      "seed": args.seed, "nthread": 2}  # fmt: skip
-            residual = xgb.train(params, dfit, num_boost_round=args.rounds)
-            dtest = xgb.DMatrix(X[test], base_margin=base[test], feature_names=list(FEATURE_NAMES))
-            score(f"adapted {fraction:.0%}", test, from_target(residual.predict(dtest), X[test], home.target_))
+            residual = residual_trees(X[fit], time_us[fit], groups[fit], hopeless[fit], base[fit], home.target_,
+                                      rounds=args.rounds, eta=args.eta, depth=args.depth, seed=args.seed,
+                                      center=args.center)  # fmt: skip
+            adapted = continued(residual, X[test], base[test])
+            score(f"adapted {fraction:.0%}", test, from_target(adapted, X[test], home.target_))
             if not args.no_h100_only:
                 own = CostModel(n_jobs=2, seed=args.seed).fit(
                     X[fit], time_us[fit], groups=groups[fit], hopeless=hopeless[fit]
@@ -132,14 +177,8 @@ def main() -> int:
         values = np.array(list(per_problem.values()))
         below = int((values < 0.90).sum())
         print(f"{name:18s} {len(values):8d}  {geomean(values):13.3f}  {values.min():.3f}  {below:10d}")
-    groups_of = {}
-    for key in top1["transfer"]:
-        groups_of.setdefault(key.split("-", 1)[1], []).append(key)
     names = [n for n in top1 if n in ("transfer", "adapted 100%", "h100 only 100%")]
-    print("\nper dtype and layout (top-1 geomean): " + ", ".join(names))
-    for group, keys in sorted(groups_of.items()):
-        cells = "  ".join(f"{geomean([top1[n][k] for k in keys]):.3f}" for n in names)
-        print(f"{group:12s} {len(keys):3d}  {cells}")
+    print_groups(top1, names, "per dtype and layout")
     print(f"\n{time.perf_counter() - started:.0f} s")
     return 0
 

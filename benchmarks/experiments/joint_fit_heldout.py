@@ -34,6 +34,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from device_adaptation_cv import continued, print_groups, residual_trees  # noqa: E402
 
 
 def main() -> int:
@@ -51,14 +53,12 @@ def main() -> int:
         parser.error(f"--repeats {args.repeats!r}: each R must be an integer >= 0")
 
     import pandas as pd
-    import xgboost as xgb
 
     from tilecost.device import load_device
-    from tilecost.features import FEATURE_NAMES
     from tilecost.train.dataset import load_measurements
     from tilecost.train.evaluate import evaluate_predictions, geomean
     from tilecost.train.loading import load_artifact_model
-    from tilecost.train.model import CostModel, from_target, to_target
+    from tilecost.train.model import CostModel, from_target
     from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
 
     started = time.perf_counter()
@@ -100,20 +100,10 @@ def main() -> int:
     other_hopeless = (other_train["status"] == "hopeless").to_numpy()
 
     # adapted: residual trees on the other device's training rows, centred per problem
-    settings = CostModel(n_jobs=2)
-    base = shipped.predict_target(X_other_train)
-    _, inverse = np.unique(other_keys, return_inverse=True)
-    weight = settings.sample_weight(time_us, inverse, other_hopeless)
-    label = to_target(time_us, X_other_train, shipped.target_)
-    mean = np.bincount(inverse, weights=weight * (label - base)) / np.bincount(inverse, weights=weight)
-    dfit = xgb.DMatrix(X_other_train, label - mean[inverse], weight=weight, base_margin=base,
-                       feature_names=list(FEATURE_NAMES))  # fmt: skip
-    params = {"objective": "reg:squarederror", "tree_method": "hist", "max_depth": 6, "eta": args.eta, "seed": 0,
-              "nthread": 2}  # fmt: skip
-    residual = xgb.train(params, dfit, num_boost_round=args.rounds)
-    dtest = xgb.DMatrix(X_other_held, base_margin=held_base, feature_names=list(FEATURE_NAMES))
-    score(f"adapted on {args.other}", other_held, from_target(residual.predict(dtest), X_other_held, shipped.target_),
-          other_device)  # fmt: skip
+    residual = residual_trees(X_other_train, time_us, other_keys, other_hopeless, shipped.predict_target(X_other_train),
+                              shipped.target_, rounds=args.rounds, eta=args.eta, center=True)  # fmt: skip
+    adapted = continued(residual, X_other_held, held_base)
+    score(f"adapted on {args.other}", other_held, from_target(adapted, X_other_held, shipped.target_), other_device)
 
     own = CostModel(n_jobs=2).fit(X_other_train, time_us, groups=other_keys, hopeless=other_hopeless)
     score(f"{args.other} only on {args.other}", other_held, own.predict(X_other_held), other_device)
@@ -131,15 +121,8 @@ def main() -> int:
         score(f"joint x{r} on {args.home}", home_held, joint.predict(X_home_held), home_device)
 
     names = [n for n in results if n.endswith(args.other)]
-    print(
-        f"\nper dtype and layout on {args.other} (top-1 geomean): " + ", ".join(n.rsplit(" on ", 1)[0] for n in names)
-    )
-    groups_of: dict[str, list[str]] = {}
-    for key in results[names[0]]:
-        groups_of.setdefault(key.split("-", 1)[1], []).append(key)
-    for group, keys in sorted(groups_of.items()):
-        cells = "  ".join(f"{geomean([results[n][k] for k in keys]):.3f}" for n in names)
-        print(f"{group:12s} {len(keys):3d}  {cells}")
+    by_answer = {n.rsplit(" on ", 1)[0]: results[n] for n in names}
+    print_groups(by_answer, list(by_answer), f"per dtype and layout on {args.other}")
     print(f"\n{time.perf_counter() - started:.0f} s")
     return 0
 
