@@ -23,8 +23,11 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
+from tilecost.problem import Problem
+
 ROOT = Path(__file__).resolve().parents[2]
 UNMEASURED = ("28756x9881x2425", "36881x1467x9045", "6695x1843x59949")
+BANDS = (3, 10, 30)  # times the problem's best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,39 +51,41 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no problem of that class has N and K both off multiples of 16")
     rows["flop"] = 2.0 * rows.m * rows.n * rows.k
     rows["kernel_s"] = rows.time_us * rows.reps / 1e6
-    rows["best_us"] = rows.groupby(["problem_key", "run_id"]).time_us.transform("min")
-
-    problems = []
-    for (key, run), g in rows.groupby(["problem_key", "run_id"]):
-        total = g.kernel_s.sum()
-        bands = {f: g.kernel_s[g.time_us > f * g.best_us].sum() / total for f in (3, 10, 30)}
-        hopeless = g.kernel_s[g.status == "hopeless"].sum() / total
-        problems.append((g.flop.iloc[0], key, run, len(g), total, hopeless, bands, g.role.iloc[0]))
-    print(f"{args.device_class} {args.dtype} {args.layout}, N and K off multiples of 16: {len(problems)} measured runs")
+    best_us = rows.groupby(["problem_key", "run_id"]).time_us.transform("min")
+    rows["hopeless_s"] = rows.kernel_s.where(rows.status == "hopeless", 0.0)
+    for f in BANDS:
+        rows[f"over{f}_s"] = rows.kernel_s.where(rows.time_us > f * best_us, 0.0)
+    sums = {c: (c, "sum") for c in ["kernel_s", "hopeless_s", *(f"over{f}_s" for f in BANDS)]}
+    per = rows.groupby(["problem_key", "run_id"]).agg(
+        flop=("flop", "first"), role=("role", "first"), candidates=("status", "size"), **sums
+    )
+    print(f"{args.device_class} {args.dtype} {args.layout}, N and K off multiples of 16: {len(per)} measured runs")
     print("problem                          run          rows   flop      kernel s  hopeless  >3x    >10x   >30x")
-    shown = sorted(problems, key=lambda p: -p[0])[: args.top]
-    for flop, key, run, n, total, hopeless, bands, _ in shown:
+    for (key, run), p in per.sort_values("flop", ascending=False, kind="stable").head(args.top).iterrows():
+        shares = "  ".join(f"{p[f'over{f}_s'] / p.kernel_s:5.0%}" for f in BANDS)
         print(
-            f"{key:32s} {run:12s} {n:5d}  {flop:.2e}  {total:7.1f}  {hopeless:7.0%}  "
-            f"{bands[3]:5.0%}  {bands[10]:5.0%}  {bands[30]:5.0%}"
+            f"{key:32s} {run:12s} {p.candidates:5d}  {p.flop:.2e}  {p.kernel_s:7.1f}  "
+            f"{p.hopeless_s / p.kernel_s:7.0%}  {shares}"
         )
-    heldout = [p for p in problems if p[7] == "heldout"]
-    if not heldout:
+    heldout = per[per.role == "heldout"]
+    if heldout.empty:
         print("no held-out problem of the class to scale from")
         return 0
-    flop, key, _, n, total, hopeless, bands, _ = max(heldout, key=lambda p: p[0])
-    print(f"estimates scaled by flop from {key} ({n} candidates, {total:.1f} kernel s at {flop:.2e} flop):")
+    largest = heldout.flop.idxmax()  # (problem key, run id)
+    key, ref = largest[0], heldout.loc[largest]
+    print(
+        f"estimates scaled by flop from {key} ({ref.candidates} candidates, {ref.kernel_s:.1f} kernel s at "
+        f"{ref.flop:.2e} flop):"
+    )
     for extents in args.estimate:
         try:
-            m, n_, k = (int(v) for v in extents.split("x"))
-        except ValueError:
-            parser.error(f"--estimate {extents!r}: want MxNxK with positive integers")
-        if min(m, n_, k) < 1:
-            parser.error(f"--estimate {extents!r}: want MxNxK with positive integers")
-        scaled = total * 2.0 * m * n_ * k / flop
+            problem = Problem.from_key(f"{extents}-{args.dtype}-{args.layout}")
+        except ValueError as exc:
+            parser.error(f"--estimate {extents!r}: want MxNxK with positive integers ({exc})")
+        scaled = ref.kernel_s * problem.flops / ref.flop
         print(
             f"  {extents:24s} ~{scaled:5.0f} kernel s; without the second launch of rows over 10x the best "
-            f"~{scaled * (1 - bands[10] / 2):5.0f} s"
+            f"~{scaled * (1 - ref.over10_s / ref.kernel_s / 2):5.0f} s"
         )
     return 0
 
