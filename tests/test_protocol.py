@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tilecost.collect.protocol import MeasureProtocol, Telemetry, measure
@@ -183,13 +185,43 @@ def test_one_slow_screening_launch_does_not_make_a_candidate_hopeless():
 
     times = {"a": 10.0, "b": 11.0, "c": 100.0}
     timer = SlowFirstLaunch(times)
-    result = measure(_launchers(times), timer, MeasureProtocol(rounds=3, hopeless_factor=3.0))
+    everyone = MeasureProtocol(rounds=3, hopeless_factor=3.0, confirm_below=math.inf)
+    result = measure(_launchers(times), timer, everyone)
     assert sorted(k for k, _ in timer.rounds[1]) == ["b", "c"], "the confirmation round times only those over the bar"
     assert not result["b"].hopeless and result["b"].median_us == 11.0
     assert result["c"].hopeless and result["c"].median_us == 100.0, "the bound is the faster screening launch"
     # Off: the old protocol, one screening launch decides.
     result = measure(_launchers(times), SlowFirstLaunch(times), MeasureProtocol(rounds=3, confirm_hopeless=False))
     assert result["b"].hopeless and result["b"].median_us == 40.0 and result["b"].reps == 1
+
+
+def test_candidates_far_over_the_bar_are_hopeless_on_one_launch():
+    """Only candidates screened within ``confirm_below`` of the best get the confirming launch: the largest fp8
+    held-out problems spent 91-96% of their kernel time on hopeless candidates' two launches."""
+    times = {"a": 10.0, "near": 50.0, "far": 150.0, "edge": 100.0}
+    timer = FakeTimer(times)
+    result = measure(_launchers(times), timer, MeasureProtocol(rounds=3, hopeless_factor=3.0, confirm_below=10.0))
+    assert sorted(k for k, _ in timer.rounds[1]) == ["edge", "near"], "10x the best exactly is still confirmed"
+    assert timer.calls["far"] == 1 and result["far"].hopeless and result["far"].reps == 1
+    assert result["far"].median_us == 150.0
+    assert result["near"].hopeless and result["near"].reps == 2 and timer.calls["near"] == 2
+    assert not result["a"].hopeless
+    # A suspect screening launch (it may hold a wait for the host) is never hopeless, however slow.
+
+    class Waited(FakeTimer):
+        def run_round(self, items):
+            out = super().run_round(items)
+            self.last_round_suspects = {"far"} if len(self.rounds) == 1 else set()
+            return out
+
+    result = measure(_launchers(times), Waited(times), MeasureProtocol(rounds=3, hopeless_factor=3.0))
+    assert not result["far"].hopeless and result["far"].median_us == 150.0
+
+
+@pytest.mark.parametrize("confirm_below", [2.9, 0.0, float("nan")])
+def test_confirm_below_must_not_undercut_the_bar(confirm_below):
+    with pytest.raises(ValueError, match="confirm_below"):
+        MeasureProtocol(hopeless_factor=3.0, confirm_below=confirm_below)
 
 
 class _HostBoundIn(FakeTimer):
