@@ -21,7 +21,9 @@ the same session's thirteenth, fp16 nt shapes of that kind (``datasets/plans/202
 nn shapes of that kind (``datasets/plans/2026-12-05-s42-heldout-n-*.json``, seeds 140-199; measured in the forty-third),
 and the forty-third session's fifteenth, fp32 and fp8e4m3 nt and nn shapes of that kind
 (``datasets/plans/2026-12-05-s43-heldout-o-*.json``, seeds 200-319; fp32 and 5 of the 32 fp8e4m3 measured in the
-forty-sixth).
+forty-sixth), and the sixty-second session's sixteenth, fp32 nt and nn and bf16 and fp16 nn shapes of that kind, the
+patterns its training plans r46f32 and r46hn aimed at (``datasets/plans/2026-12-06-s62-heldout-p.json``, seeds
+320-379; measured in the sixty-third).
 
     .venv/bin/python benchmarks/heldout_sets.py [--dataset datasets/measurements] [--artifact DIR]   (~3 min, 2 cores)
 
@@ -29,7 +31,7 @@ The model is fitted exactly as ``tilecost train`` fits it (the shipped settings,
 ``--artifact`` read from an exported artifact (the shipped one: ``tilecost/models/h200``); held-out problems are
 never trained on, so adding a held-out set changes the figures' basis, not the model. Prints, per set, the summary
 line of the evaluation table (top-1 geometric mean and worst problem, top-5, Kendall tau, the baselines) with its
-bootstrap interval, and the same for each dtype over every set, then the second to fifteenth sets' tables per problem.
+bootstrap interval, and the same for each dtype over every set, then the second to sixteenth sets' tables per problem.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def set_keys() -> dict[str, set[str]]:
         "thirteenth (s40)": plan_keys("datasets/plans/2026-12-04-s40-heldout-m.json"),
         "fourteenth (s42)": plan_keys("datasets/plans/2026-12-05-s42-heldout-n-*.json"),
         "fifteenth (s43)": plan_keys("datasets/plans/2026-12-05-s43-heldout-o-*.json"),
+        "sixteenth (s62)": plan_keys("datasets/plans/2026-12-06-s62-heldout-p.json"),
     }
 
 
@@ -115,6 +118,7 @@ def main() -> int:
         "first eleven sets": heldout[~heldout.problem_key.isin(since("twelfth (s40)"))],
         "first thirteen sets": heldout[~heldout.problem_key.isin(since("fourteenth (s42)"))],
         "first fourteen sets": heldout[~heldout.problem_key.isin(since("fifteenth (s43)"))],
+        "first fifteen sets": heldout[~heldout.problem_key.isin(since("sixteenth (s62)"))],
     }
     for dtype, frame in heldout.groupby(heldout.dtype.astype(str)):  # each dtype over every set (thirtieth session)
         sets[f"{dtype}, all sets"] = frame
