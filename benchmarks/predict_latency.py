@@ -4,6 +4,7 @@
                                                                    # else a fixture trained here
     python benchmarks/predict_latency.py --artifact DIR           # any exported artifact
     python benchmarks/predict_latency.py --trees 300 --depth 8    # fixture of that size
+    python benchmarks/predict_latency.py --stop-after startup     # the timed sections alone (~2 min)
 
 One thread (OMP/OpenBLAS/MKL pinned to 1 before numpy loads). Reports, for never-queried shapes
 drawn log-uniformly over the training domain (none of them measured, so none is answered from
@@ -15,7 +16,10 @@ where a query's time goes; p50 for a repeated shape; import time and first-call 
 interpreters; the out-of-distribution flags on the held-out problems (the rules the artifact stores,
 and a leave-one-out estimate of how they generalise); the run-time dispatch rule's speed and the
 model's top-5 against measured times. Writes JSON to ``--out`` after each section (``sections_done``
-names them), so a run cut short keeps what it finished.
+names them), so a run cut short keeps what it finished; ``--stop-after SECTION`` ends the run after that section
+(its JSON then closes with the machine reference at the end): the latency alone on a machine that must be quiet
+for it, without the hour of leave-one-out recalibration the OOD section takes on 735 held-out problems (the
+sixty-third session stopped two runs by hand for this).
 """
 
 from __future__ import annotations
@@ -200,6 +204,10 @@ def ood_report(predictor: Any, heldout: list[Any], fractions: list[float], store
     }
 
 
+# The sections --stop-after may name, in the order they run (the width sweep's are named by their widths).
+STOP_AFTER = ("latency", "startup", "agreement", "heldout_measured")
+
+
 def random_shapes(
     rng: np.random.Generator, low: np.ndarray, high: np.ndarray, count: int, exclude: set[str]
 ) -> list[tuple[int, int, int]]:
@@ -226,6 +234,8 @@ def main() -> int:
     parser.add_argument("--widths", default="8,16,24,32,48,64", help="shortlist widths to sweep")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--stop-after", choices=STOP_AFTER, default=None,
+                        help="end the run after this section (default: run every section)")  # fmt: skip
     args = parser.parse_args()
 
     from tests.test_predict_fixture import build_fixture_artifact, load_dataset
@@ -243,9 +253,18 @@ def main() -> int:
     out = args.out or REPO / "benchmarks" / "results" / f"{report['date']}-predict-latency.json"
 
     def save(section: str) -> None:
-        """Write the report as it stands, so a run cut short keeps the sections it finished."""
+        """Write the report as it stands, so a run cut short keeps the sections it finished; after
+        ``--stop-after``'s section, close it with the machine reference at the end and exit."""
         report["sections_done"] = [*report.get("sections_done", []), section]
+        if section == args.stop_after:
+            report["machine_reference"]["end"] = machine_reference()
         out.write_text(json.dumps(report, indent=1) + "\n")
+        if section == args.stop_after:
+            lat = report["latency_us"]
+            print(f"new shape p50 {lat['new_shape']['p50']} us, p99 {lat['new_shape']['p99']} us; repeated p50 "
+                  f"{lat['repeated_shape']['p50']} us; stopped after {section}; written to {out}",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(0)
 
     artifact = args.artifact
     if artifact is None and "h200" in shipped_devices():
