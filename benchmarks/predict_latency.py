@@ -4,7 +4,7 @@
                                                                    # else a fixture trained here
     python benchmarks/predict_latency.py --artifact DIR           # any exported artifact
     python benchmarks/predict_latency.py --trees 300 --depth 8    # fixture of that size
-    python benchmarks/predict_latency.py --stop-after startup     # the timed sections alone (~2 min)
+    python benchmarks/predict_latency.py --stop-after startup     # the timed sections alone (~1 min)
 
 One thread (OMP/OpenBLAS/MKL pinned to 1 before numpy loads). Reports, for never-queried shapes
 drawn log-uniformly over the training domain (none of them measured, so none is answered from
