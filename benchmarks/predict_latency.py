@@ -204,6 +204,13 @@ def ood_report(predictor: Any, heldout: list[Any], fractions: list[float], store
     }
 
 
+def _latency_line(report: dict[str, Any]) -> str:
+    """The latency section's figures in one line, as the run's last message prints them."""
+    lat = report["latency_us"]
+    return (f"new shape p50 {lat['new_shape']['p50']} us, p99 {lat['new_shape']['p99']} us; repeated p50 "
+            f"{lat['repeated_shape']['p50']} us")  # fmt: skip
+
+
 # The sections --stop-after may name, in the order they run (the width sweep's are named by their widths).
 STOP_AFTER = ("latency", "startup", "agreement", "heldout_measured")
 
@@ -260,10 +267,7 @@ def main() -> int:
             report["machine_reference"]["end"] = machine_reference()
         out.write_text(json.dumps(report, indent=1) + "\n")
         if section == args.stop_after:
-            lat = report["latency_us"]
-            print(f"new shape p50 {lat['new_shape']['p50']} us, p99 {lat['new_shape']['p99']} us; repeated p50 "
-                  f"{lat['repeated_shape']['p50']} us; stopped after {section}; written to {out}",
-                  file=sys.stderr)  # fmt: skip
+            print(f"{_latency_line(report)}; stopped after {section}; written to {out}", file=sys.stderr)
             sys.exit(0)
 
     artifact = args.artifact
@@ -421,9 +425,7 @@ def main() -> int:
     report["machine_reference"]["end"] = machine_reference()
     save("end")
     print(json.dumps(report, indent=1))
-    lat = report["latency_us"]
-    print(f"new shape p50 {lat['new_shape']['p50']} us, p99 {lat['new_shape']['p99']} us; repeated p50 "
-          f"{lat['repeated_shape']['p50']} us; agreement {report['agreement']['heldout']['agreement']} (held-out), "
+    print(f"{_latency_line(report)}; agreement {report['agreement']['heldout']['agreement']} (held-out), "
           f"{report['agreement']['random']['agreement']} (random); OOD catches "
           f"{report['ood']['in_sample']['bad_caught']}/{report['ood']['in_sample']['bad_problems']}, flags "
           f"{report['ood']['in_sample']['good_flagged']}/{report['ood']['in_sample']['good_problems']} good; "
