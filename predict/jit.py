@@ -106,6 +106,19 @@ def _frozen(array: NDArray[Any]) -> NDArray[Any]:
     return array
 
 
+def _members(members: NDArray[np.integer[Any]]) -> NDArray[np.intp]:
+    """``members`` as the one array type the shortlist kernels are compiled for: intp, C-contiguous,
+    read-only. Shortlists are read-only and a widened or merged list is not; without this, the first
+    widened query compiled a second specialisation of two kernels (2.5 s where numba's cache was
+    empty, as in a fresh install or a read-only one). A read-only view leaves the caller's array as
+    it was."""
+    array = np.ascontiguousarray(members, dtype=np.intp)
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False
+    return array
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledTrees:
     """A :class:`~tilecost.predict.trees.TreeEnsemble` in the kernels' layout (module docstring of
@@ -227,7 +240,7 @@ class CompiledShortlist:
         ``feasible_mask`` and ``feature_matrix`` give."""
         constants, fits = self._constants(problem)
         return _kernels().shortlist_features(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT,
         )  # fmt: skip
 
@@ -239,7 +252,7 @@ class CompiledShortlist:
         (:func:`jit_kernels.best_two`; ``roofline_column``: see there)."""
         constants, fits = self._constants(problem)
         return _kernels().best_two(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT, *self.trees.arrays, roofline_column,
         )  # fmt: skip
 
@@ -250,7 +263,7 @@ class CompiledShortlist:
         first feasible row and added to every prediction (:func:`jit_kernels.best_two_level`)."""
         constants, fits = self._constants(problem)
         return _kernels().best_two_level(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
         )  # fmt: skip
 
@@ -260,6 +273,6 @@ class CompiledShortlist:
         """The feasible members, their feature rows and the model's predictions, in one kernel call."""
         constants, fits = self._constants(problem)
         return _kernels().score_shortlist(  # type: ignore[no-any-return]
-            np.asarray(members, dtype=np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT, *self.trees.arrays,
         )  # fmt: skip

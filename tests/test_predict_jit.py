@@ -229,6 +229,36 @@ def test_the_compiled_best_two_are_the_numpy_paths(model_json: bytes, target: st
                 assert ours[2] == pytest.approx(theirs[2], rel=1e-13)
 
 
+@needs_numba
+def test_the_shortlist_kernels_are_compiled_for_one_members_type_whatever_the_caller_passes(model_json: bytes) -> None:
+    # numba compiles a specialisation per argument type, and a read-only array is another type than a
+    # writable one: a widened shortlist (writable) after the shipped ones (read-only) once cost a
+    # query 2.5 s of compiling where numba's cache was empty. Every members array the wrappers pass is
+    # now intp, C-contiguous and read-only, and the caller's array is left as it was.
+    from tilecost.predict.jit import _kernels
+
+    ensemble = TreeEnsemble.from_json(model_json, FEATURE_NAMES)
+    group = GroupScorer.build(load_device("h200"), DType.BF16, Layout.NT, "log_time_us", ensemble.predict,
+                              ensemble.compiled)  # fmt: skip
+    compiled = group.compiled
+    assert isinstance(compiled, CompiledShortlist)
+    frozen = np.arange(0, len(group.space), 7, dtype=np.intp)
+    frozen.flags.writeable = False
+    writable = np.arange(0, len(group.space), 7, dtype=np.intp)
+    strided = np.arange(0, len(group.space), dtype=np.intp)[::7]
+    narrow = np.arange(0, len(group.space), 7, dtype=np.int32)
+    problem = Problem(38, 404, 32)
+    answers = []
+    for members in (frozen, writable, strided, narrow):
+        answers.append((compiled.features(problem, members)[0].tolist(), compiled.best_two(problem, members, -1),
+                        compiled.score(problem, members)[2].tolist()))  # fmt: skip
+    assert all(answer == answers[0] for answer in answers)
+    assert writable.flags.writeable and strided.flags.writeable and narrow.flags.writeable
+    kernels = _kernels()
+    for name in ("shortlist_features", "best_two", "score_shortlist"):
+        assert len(getattr(kernels, name).signatures) == 1, (name, getattr(kernels, name).signatures)
+
+
 def _with_level_trees(data: Dataset, model_json: bytes, count: int = 15) -> bytes:
     """The fixture's booster with ``count`` per-problem level trees appended, as ``CostModel(center_problems=
     True)`` appends them: fitted on one row per problem holding only its problem columns."""
