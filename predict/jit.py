@@ -99,20 +99,14 @@ def compiled_stump() -> Any:
     return kernel
 
 
-def _frozen(array: NDArray[Any]) -> NDArray[Any]:
-    # Read-only and C-contiguous: numba compiles one specialisation per array type, flags included.
-    array = np.ascontiguousarray(array)
-    array.flags.writeable = False
-    return array
-
-
-def _members(members: NDArray[np.integer[Any]]) -> NDArray[np.intp]:
-    """``members`` as the one array type the shortlist kernels are compiled for: intp, C-contiguous,
-    read-only. Shortlists are read-only and a widened or merged list is not; without this, the first
-    widened query compiled a second specialisation of two kernels (2.5 s where numba's cache was
-    empty, as in a fresh install or a read-only one). A read-only view leaves the caller's array as
-    it was."""
-    array = np.ascontiguousarray(members, dtype=np.intp)
+def _frozen(array: NDArray[Any], dtype: type[np.generic] | None = None) -> NDArray[Any]:
+    """``array`` (as ``dtype``, if given) read-only and C-contiguous: numba compiles one specialisation
+    per array type, flags included. Every array the kernels take passes through here, the shortlist
+    members of each query too: shortlists are read-only and a widened or merged list is not, and
+    before the members did, the first widened query compiled a second specialisation of two kernels
+    (2.5 s where numba's cache was empty, as in a fresh install or a read-only one). A writable array
+    is frozen as a read-only view, so the caller's array stays as it was."""
+    array = np.ascontiguousarray(array, dtype=dtype)
     if array.flags.writeable:
         array = array.view()
         array.flags.writeable = False
@@ -240,7 +234,7 @@ class CompiledShortlist:
         ``feasible_mask`` and ``feature_matrix`` give."""
         constants, fits = self._constants(problem)
         return _kernels().shortlist_features(  # type: ignore[no-any-return]
-            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _frozen(members, np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT,
         )  # fmt: skip
 
@@ -252,7 +246,7 @@ class CompiledShortlist:
         (:func:`jit_kernels.best_two`; ``roofline_column``: see there)."""
         constants, fits = self._constants(problem)
         return _kernels().best_two(  # type: ignore[no-any-return]
-            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _frozen(members, np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT, *self.trees.arrays, roofline_column,
         )  # fmt: skip
 
@@ -263,7 +257,7 @@ class CompiledShortlist:
         first feasible row and added to every prediction (:func:`jit_kernels.best_two_level`)."""
         constants, fits = self._constants(problem)
         return _kernels().best_two_level(  # type: ignore[no-any-return]
-            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _frozen(members, np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT, *self.trees.arrays, roofline_column, *level.arrays,
         )  # fmt: skip
 
@@ -273,6 +267,6 @@ class CompiledShortlist:
         """The feasible members, their feature rows and the model's predictions, in one kernel call."""
         constants, fits = self._constants(problem)
         return _kernels().score_shortlist(  # type: ignore[no-any-return]
-            _members(members), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
+            _frozen(members, np.intp), problem.m, problem.n, problem.k, constants, fits, self.space_ints,
             self.config_columns, _LAYOUT, *self.trees.arrays,
         )  # fmt: skip
