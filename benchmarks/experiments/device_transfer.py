@@ -26,6 +26,11 @@ faster of two launches over 3x the screening best, docs/PROTOCOL.md), so its fra
 either way.
 
     .venv/bin/python benchmarks/experiments/device_transfer.py [--other h100_sxm] [--per-problem]   (~1 min)
+        [--role train] [--run-id RUN]
+
+``--role train`` judges training problems instead (sixty-fifth session, for rhlay's layer shapes): each timed a 25%
+sample of its candidates on each device, so every fraction is against the best of the configurations both devices
+timed, and ``--run-id`` keeps only the other device's problems one run measured.
 
 Then one line per dtype and layout (geometric means). The H100 rows are the fifty-first session's (146 held-out
 problems of four held-out sets, every candidate, device class ``h100_sxm``; 203 of seven sets since the fifty-third;
@@ -65,6 +70,14 @@ def main() -> int:
     parser.add_argument("--dataset", default=str(REPO / "datasets/measurements"))
     parser.add_argument("--other", default="h100_sxm", help="the device class to judge on (default %(default)s)")
     parser.add_argument("--per-problem", action="store_true", help="one line per problem, worst model answer first")
+    parser.add_argument(
+        "--role",
+        default="heldout",
+        choices=("heldout", "train"),
+        help="the problems to judge: held out (every candidate timed, the default) or training ones (a sample of "
+        "the candidates: each fraction is against the best of what both devices timed)",
+    )
+    parser.add_argument("--run-id", default=None, help="only the other device's problems this run measured")
     args = parser.parse_args()
 
     from scipy.stats import kendalltau, spearmanr
@@ -75,17 +88,26 @@ def main() -> int:
     from tilecost.train.evaluate import geomean
     from tilecost.train.pipeline import candidate_rows
 
-    def times_by_problem(device_class: str) -> dict[str, dict[str, float]]:
-        # Held-out rows only: the other device class may have no training problems at all (r49h1 measured 18
-        # held-out layers on the H100 and nothing else), which split_by_role refuses.
-        rows = candidate_rows(load_measurements(args.dataset, device_class).subset("heldout"))
+    def times_by_problem(device_class: str, run_id: str | None = None) -> dict[str, dict[str, float]]:
+        # One role's rows (subset, not split_by_role: the other device class may have no training problems at all,
+        # r49h1 measured 18 held-out layers on the H100 and nothing else, which split_by_role refuses).
+        rows = candidate_rows(load_measurements(args.dataset, device_class).subset(args.role))
+        if run_id is not None:
+            rows = rows[rows["run_id"] == run_id]
         rows = rows[np.isfinite(rows["time_us"])]
         table = rows.pivot_table(index="problem_key", columns="config_id", values="time_us", aggfunc="min")
         return {key: {c: float(t) for c, t in row.dropna().items()} for key, row in table.iterrows()}
 
-    home, other = times_by_problem("h200"), times_by_problem(args.other)
-    common = sorted(set(home) & set(other))
-    print(f"{len(other)} held-out problems measured on {args.other}, {len(common)} of them also on the h200")
+    home, other = times_by_problem("h200"), times_by_problem(args.other, args.run_id)
+    if args.role == "train":
+        # A training problem timed a sample of its candidates on each device: judge on the configurations both timed.
+        for key in set(home) & set(other):
+            both = set(home[key]) & set(other[key])
+            home[key] = {c: t for c, t in home[key].items() if c in both}
+            other[key] = {c: t for c, t in other[key].items() if c in both}
+    common = sorted(key for key in set(home) & set(other) if home[key] and other[key])
+    print(f"{len(other)} {args.role} problems measured on {args.other}"
+          f"{f' by {args.run_id}' if args.run_id else ''}, {len(common)} of them also on the h200")  # fmt: skip
     on_other = Predictor.load(args.artifact, device=args.other)
     on_home = Predictor.load(args.artifact)
     columns: dict[str, list[float]] = {"h200 best": [], "model": [], "model for h200": [], "model on h200": [],
