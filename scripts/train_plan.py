@@ -2,7 +2,7 @@
 device call (eleventh session: BENCHMARKS §4's learning curves gain +0.014 (CV) to +0.019 (held out) of top-1
 per doubling of the training problems).
 
-    .venv/bin/python scripts/train_plan.py bf16 nt 60 16-16 [SEED [MAX_FLOP [FAMILIES [MAX_K [MAX_M]]]]]
+    .venv/bin/python scripts/train_plan.py bf16 nt 60 16-16 [SEED [MAX_FLOP [FAMILIES [MAX_K [MAX_M [MIN_N]]]]]]
     (seconds; writes datasets/plans/train-bf16-nt-seed53.json)
 
 Problems from the built-in families (FAMILIES, comma separated, default ``layers,random,decode,unaligned``; the
@@ -13,7 +13,9 @@ pattern and the descriptor kernel), at most MAX_FLOP (default 2e10, so that each
 MAX_K (default: any; the twenty-eighth session's ``train_plan.py bf16 nt 16 x-x 28 2e10 random,unaligned 256``, renamed
 ``2026-12-03-s28-train-small-k.json``, drew problems where the space offers no split-K) and M at most MAX_M (default:
 any; ``-`` for MAX_K leaves K free: the thirty-eighth session's ``... random,decode,unaligned - 256`` drew skinny
-problems, where 13 of the 23 held-out answers below 0.90 of the best lay). Collect
+problems, where 13 of the 23 held-out answers below 0.90 of the best lay) and N at least MIN_N (default: any; ``-``
+for MAX_M leaves M free). SEED may be a range, ``66-140``: each seed's draws in turn until COUNT (a narrow region
+needs many). Collect
 with ``--sample-fraction 0.25`` (the shared sample) and its own ``--run-id``.
 The eleventh session's call 6 ran the first version of this script (families in order, not in turn):
 ``datasets/plans/2026-11-30-train-bf16-{nt,nn}.json``, whose rows did not come back (COLLECTING.md).
@@ -57,6 +59,7 @@ def draw_training_plan(
     exclude: set[str] = frozenset(),  # type: ignore[assignment]
     max_k: int | None = None,
     max_m: int | None = None,
+    min_n: int | None = None,
 ) -> list[dict]:
     """Up to ``count`` plan entries of new training problems (the rules of this script's docstring); problem keys
     in ``exclude`` (or already measured) are skipped."""
@@ -73,6 +76,8 @@ def draw_training_plan(
                     continue
                 if max_m is not None and p.m > max_m:
                     continue
+                if min_n is not None and p.n < min_n:
+                    continue
                 if problem_pattern(p).split("-", 2)[2] not in patterns:
                     continue
                 seen.add(p.key)
@@ -88,13 +93,21 @@ def draw_training_plan(
 
 if __name__ == "__main__":
     dtype, layout, count, patterns = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
-    seed = int(sys.argv[5]) if len(sys.argv) > 5 else 53
+    first, _, last = (sys.argv[5] if len(sys.argv) > 5 else "53").partition("-")
+    seeds = range(int(first), int(last or first) + 1)
     max_flop = float(sys.argv[6]) if len(sys.argv) > 6 else 2e10
     wanted = sys.argv[7].split(",") if len(sys.argv) > 7 else FAMILIES
     max_k = int(sys.argv[8]) if len(sys.argv) > 8 and sys.argv[8] != "-" else None
-    max_m = int(sys.argv[9]) if len(sys.argv) > 9 else None
-    plan = draw_training_plan(dtype, layout, count, patterns, seed, max_flop, wanted, max_k=max_k, max_m=max_m)
-    path = Path(f"datasets/plans/train-{dtype}-{layout}-seed{seed}.json")
+    max_m = int(sys.argv[9]) if len(sys.argv) > 9 and sys.argv[9] != "-" else None
+    min_n = int(sys.argv[10]) if len(sys.argv) > 10 else None
+    plan: list[dict] = []
+    for seed in seeds:  # a narrow region can need many seeds' draws
+        keys = {f"{e['m']}x{e['n']}x{e['k']}-{dtype}-{layout}" for e in plan}
+        plan += draw_training_plan(dtype, layout, count - len(plan), patterns, seed, max_flop, wanted, exclude=keys,
+                                   max_k=max_k, max_m=max_m, min_n=min_n)  # fmt: skip
+        if len(plan) >= count:
+            break
+    path = Path(f"datasets/plans/train-{dtype}-{layout}-seed{sys.argv[5] if len(sys.argv) > 5 else 53}.json")
     path.write_text(json.dumps(plan, indent=0) + "\n")
     families = {f: sum(e["family"] == f for e in plan) for f in sorted({e["family"] for e in plan})}
     print(f"{path}: {len(plan)} training problems {families}")
