@@ -1,12 +1,13 @@
 """Experiment (sixty-sixth session, not part of the product): in one region of shape space, how many training problems
 each dtype, layout and pointer pattern holds, against how the shipped predictor answers the held-out problems there.
 
-The pointer pattern is the N-K class (``16`` where the extent is a multiple of 16, else ``x``), as
-``scripts/train_plan.py`` draws it. Each held-out answer is the predictor's pick with ``measured=False`` (the model's,
-not the artifact's measurement), judged over every candidate the problem timed: the best time over the pick's.
+The pointer pattern is the N-K class of ``tilecost.collect.compile.problem_pattern`` (``16`` where the extent is a
+multiple of 16, ``1`` where it is 1, else ``x``), as ``scripts/train_plan.py`` draws it. Each held-out answer is the
+predictor's pick with ``measured=False`` (the model's, not the artifact's measurement), judged over every candidate
+the problem timed: the best time over the pick's (a ``hopeless`` pick at its screening bound, docs/PROTOCOL.md).
 
     .venv/bin/python benchmarks/experiments/region_coverage.py [--max-m 128] [--min-n 4096] [--artifact DIR]
-        [--dataset datasets/measurements]   (~1 min, 2 cores)
+        [--dataset datasets/measurements]   (~20 s, 2 cores)
 
 Prints one line per dtype and layout (training problems in the region by pattern; held-out problems, answers below
 0.90 of the best and their geometric mean), then those lines per pattern for the held-out problems, then the answers
@@ -21,8 +22,11 @@ from collections import Counter
 
 
 def pattern(n: int, k: int) -> str:
-    """The N-K class of a problem's pointer kernels: ``16-16``, ``16-x``, ``x-16`` or ``x-x``."""
-    return f"{'16' if n % 16 == 0 else 'x'}-{'16' if k % 16 == 0 else 'x'}"
+    """The N-K class of a problem's pointer kernels, e.g. ``16-x`` (N a multiple of 16, K not)."""
+    from tilecost.collect.compile import problem_pattern
+    from tilecost.problem import Problem
+
+    return problem_pattern(Problem(1, int(n), int(k))).split("-", 2)[2]
 
 
 def main() -> None:
@@ -45,7 +49,7 @@ def main() -> None:
     )
     predictor = Predictor.load(args.artifact)
     answers = []  # (dtype, layout, pattern, key, fraction)
-    heldout = rows[(rows.role == "heldout") & (rows.status == "ok")]
+    heldout = rows[(rows.role == "heldout") & rows.status.isin(["ok", "hopeless"])]  # hopeless: its screening bound
     for key, timed in heldout.groupby("problem_key"):
         first = timed.iloc[0]
         m, n, k, dtype, layout = int(first.m), int(first.n), int(first.k), first["dtype"], first["layout"]
