@@ -31,6 +31,7 @@ def main() -> None:
     import tilecost.train.model as model_module
     from tilecost.device import load_device
     from tilecost.features.schema import FEATURE_NAMES
+    from tilecost.problem import nk_pattern
     from tilecost.train.dataset import load_measurements
     from tilecost.train.evaluate import geomean
     from tilecost.train.model import CostModel
@@ -49,8 +50,9 @@ def main() -> None:
     for balance in (float(b) for b in args.balances.split(",")):
         ev = evaluate_model(fit_rows(CostModel(balance_kinds=balance), train, device), heldout, device)
         evaluations.append(ev)
-        half = [r.top1 for r in ev.problems if (r.problem.n % 16 == 0) != (r.problem.k % 16 == 0)]
-        rest = [r.top1 for r in ev.problems if (r.problem.n % 16 == 0) == (r.problem.k % 16 == 0)]
+        is_half = [nk_pattern(r.problem.n, r.problem.k) in ("16-x", "x-16") for r in ev.problems]
+        half = [r.top1 for r, h in zip(ev.problems, is_half, strict=True) if h]
+        rest = [r.top1 for r, h in zip(ev.problems, is_half, strict=True) if not h]
         low, high = ev.top1_interval()
         print(
             f"balance {balance:g}: top-1 {geomean([r.top1 for r in ev.problems]):.4f} (90% {low:.3f}-{high:.3f}),"
