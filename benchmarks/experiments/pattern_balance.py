@@ -13,6 +13,9 @@ answers below 0.90, and the paired gain over the arm with balance 0, overall and
 intervals, ``paired_group_gains``).
 
     .venv/bin/python benchmarks/experiments/pattern_balance.py [--balances 0,0.25,0.5]   (~3 min an arm, 2 cores)
+
+``BALANCE:TREES`` fits that arm with TREES main trees instead of the shipped 300 (``0,0.5:600,0:600``: whether a larger
+model takes the thin patterns' gain without the others' loss).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import argparse
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--balances", default="0,0.25,0.5", help="balance_kinds of each arm; the first is the base")
+    parser.add_argument(
+        "--balances", default="0,0.25,0.5", help="balance_kinds of each arm, or BALANCE:TREES; the first is the base"
+    )
     parser.add_argument("--dataset", default="datasets/measurements")
     args = parser.parse_args()
 
@@ -47,15 +52,17 @@ def main() -> None:
     device = load_device("h200")
     train, heldout = split_by_role(load_measurements(args.dataset, "h200"))
     evaluations = []
-    for balance in (float(b) for b in args.balances.split(",")):
-        ev = evaluate_model(fit_rows(CostModel(balance_kinds=balance), train, device), heldout, device)
+    for arm in args.balances.split(","):
+        balance, _, trees = arm.partition(":")
+        settings = {"balance_kinds": float(balance), **({"n_estimators": int(trees)} if trees else {})}
+        ev = evaluate_model(fit_rows(CostModel(**settings), train, device), heldout, device)
         evaluations.append(ev)
         is_half = [nk_pattern(r.problem.n, r.problem.k) in ("16-x", "x-16") for r in ev.problems]
         half = [r.top1 for r, h in zip(ev.problems, is_half, strict=True) if h]
         rest = [r.top1 for r, h in zip(ev.problems, is_half, strict=True) if not h]
         low, high = ev.top1_interval()
         print(
-            f"balance {balance:g}: top-1 {geomean([r.top1 for r in ev.problems]):.4f} (90% {low:.3f}-{high:.3f}),"
+            f"balance {arm}: top-1 {geomean([r.top1 for r in ev.problems]):.4f} (90% {low:.3f}-{high:.3f}),"
             f" below 0.90 {sum(r.top1 < 0.90 for r in ev.problems)}; half-aligned {len(half)} {geomean(half):.4f},"
             f" below 0.90 {sum(t < 0.90 for t in half)}; the rest {len(rest)} {geomean(rest):.4f},"
             f" below 0.90 {sum(t < 0.90 for t in rest)}",
