@@ -32,7 +32,7 @@ import pyarrow.dataset as ds
 
 from tilecost.collect.compile import problem_pattern
 from tilecost.collect.plans import is_heldout, plan_family
-from tilecost.problem import DType, Layout
+from tilecost.problem import DType, Layout, Problem
 
 FAMILIES = ["layers", "random", "decode", "unaligned"]
 POOL = {"layers": 400, "random": 800, "decode": 200, "unaligned": 200, "aligned": 800}  # draws per family
@@ -93,7 +93,8 @@ def draw_training_plan(
 
 if __name__ == "__main__":
     dtype, layout, count, patterns = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
-    first, _, last = (sys.argv[5] if len(sys.argv) > 5 else "53").partition("-")
+    seed_text = sys.argv[5] if len(sys.argv) > 5 else "53"
+    first, _, last = seed_text.partition("-")
     seeds = range(int(first), int(last or first) + 1)
     max_flop = float(sys.argv[6]) if len(sys.argv) > 6 else 2e10
     wanted = sys.argv[7].split(",") if len(sys.argv) > 7 else FAMILIES
@@ -102,12 +103,12 @@ if __name__ == "__main__":
     min_n = int(sys.argv[10]) if len(sys.argv) > 10 else None
     plan: list[dict] = []
     for seed in seeds:  # a narrow region can need many seeds' draws
-        keys = {f"{e['m']}x{e['n']}x{e['k']}-{dtype}-{layout}" for e in plan}
+        keys = {Problem(e["m"], e["n"], e["k"], DType(dtype), Layout(layout)).key for e in plan}
         plan += draw_training_plan(dtype, layout, count - len(plan), patterns, seed, max_flop, wanted, exclude=keys,
                                    max_k=max_k, max_m=max_m, min_n=min_n)  # fmt: skip
         if len(plan) >= count:
             break
-    path = Path(f"datasets/plans/train-{dtype}-{layout}-seed{sys.argv[5] if len(sys.argv) > 5 else 53}.json")
+    path = Path(f"datasets/plans/train-{dtype}-{layout}-seed{seed_text}.json")
     path.write_text(json.dumps(plan, indent=0) + "\n")
     families = {f: sum(e["family"] == f for e in plan) for f in sorted({e["family"] for e in plan})}
     print(f"{path}: {len(plan)} training problems {families}")

@@ -17,7 +17,6 @@ below 0.90 in the region. The sixty-sixth session ran it with the defaults to pl
 from __future__ import annotations
 
 import argparse
-import math
 from collections import Counter
 
 
@@ -39,6 +38,7 @@ def main() -> None:
 
     from tilecost.predict.predictor import Predictor
     from tilecost.train.dataset import load_measurements
+    from tilecost.train.evaluate import geomean
 
     rows = load_measurements(args.dataset, "h200").frame
     rows = rows[(rows.m <= args.max_m) & (rows.n >= args.min_n)]
@@ -60,8 +60,8 @@ def main() -> None:
     def summary(chosen: list[float]) -> str:
         if not chosen:
             return "held out 0"
-        mean = math.exp(sum(math.log(f) for f in chosen) / len(chosen))
-        return f"held out {len(chosen)}, below 0.90 {sum(f < 0.90 for f in chosen)}, geometric mean {mean:.3f}"
+        below = sum(f < 0.90 for f in chosen)
+        return f"held out {len(chosen)}, below 0.90 {below}, geometric mean {geomean(chosen):.3f}"
 
     region = f"M <= {args.max_m}, N >= {args.min_n}"
     print(f"region: {region}; {len(training)} training and {len(answers)} held-out problems")
