@@ -7,14 +7,21 @@ they rank those too high. A plan entry here restricts a training problem (``only
 its ``WITHIN`` fastest by the model's full scoring (every candidate, by BOOSTER below) that no run has timed on it
 (:func:`tilecost.train.nightly_plan.model_top_entries`, the nightly's ``--model-top`` with a rank bound).
 
-    .venv/bin/python scripts/model_top_plan.py NAME WITHIN PROBLEMS [SEED [CHUNKS [BOOSTER]]]
+    .venv/bin/python scripts/model_top_plan.py NAME WITHIN PROBLEMS [SEED [CHUNKS [BOOSTER [DEVICE_CLASS]]]]
         (~2 min; up to PROBLEMS problems in an order seeded by SEED, default 0, ranked by BOOSTER, an XGBoost
          model file of a CostModel with the default target, ln(time / roofline): default the shipped artifact's
          tilecost/models/h200/model.ubj, or the model.json that `tilecost train` logs to MLflow, under
          mlruns/<experiment>/models/<model id>/artifacts/; written to datasets/plans/NAME.json, or with
          CHUNKS > 1 cut in that order into CHUNKS plans NAME-a.json, NAME-b.json, ... of random problems each,
          so that a collection stopped at its time budget has covered every kind alike rather than the sweep's
-         first patterns)
+         first patterns; DEVICE_CLASS, default h200, names whose training problems are read and whose spec the
+         booster's features describe: h100_sxm ranks the H100's training problems as
+         ``Predictor.load("h200", device="h100_sxm")`` does)
+
+The sixty-seventh session's ``model_top_plan.py 2026-12-07-s67-h100-model-top8 8 5000 67 3 - h100_sxm`` (``-`` for the
+default booster) tops up the H100's sampled training problems, whose measured best is the predictor's answer for
+them: replaying the sampler on the held-out problems, the sample's best reaches 0.984 of the space's best and the
+sample with the model's top 8 0.995 (``benchmarks/experiments/sample_best_gap.py``, docs/BENCHMARKS.md §5).
 
 The nineteenth session's plans: ``model_top_plan.py 2026-12-01-s19-model-top8 8 5000 19 4`` (3,595 problems,
 19,262 pairs, 4,498 distinct kernels; written by the version of commit 21311e5, which ranked with the shipped
@@ -46,21 +53,22 @@ from tilecost.train.model import CostModel
 from tilecost.train.nightly_plan import model_top_entries, plan_json
 from tilecost.train.pipeline import split_by_role
 
-if len(sys.argv) not in (4, 5, 6, 7) or not 1 <= (int(sys.argv[5]) if len(sys.argv) > 5 else 1) <= 10:
+if len(sys.argv) not in (4, 5, 6, 7, 8) or not 1 <= (int(sys.argv[5]) if len(sys.argv) > 5 else 1) <= 10:
     sys.exit(__doc__)
 NAME, WITHIN, PROBLEMS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 SEED = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 CHUNKS = int(sys.argv[5]) if len(sys.argv) > 5 else 1
-BOOSTER = sys.argv[6] if len(sys.argv) > 6 else "tilecost/models/h200/model.ubj"
+BOOSTER = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] != "-" else "tilecost/models/h200/model.ubj"
+DEVICE_CLASS = sys.argv[7] if len(sys.argv) > 7 else "h200"
 
 start = time.monotonic()
-train, _ = split_by_role(load_measurements("datasets/measurements", "h200"))
+train, _ = split_by_role(load_measurements("datasets/measurements", DEVICE_CLASS))
 timed: dict[str, set[str]] = collections.defaultdict(set)
 for key, config_id in zip(train["problem_key"], train["config_id"], strict=True):
     timed[key].add(config_id)
 booster = xgb.Booster()
 booster.load_model(BOOSTER)
-device = load_device("h200")
+device = load_device(DEVICE_CLASS)
 groups: dict[tuple[object, object], GroupScorer] = {}
 
 
