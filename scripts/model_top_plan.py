@@ -9,8 +9,8 @@ its ``WITHIN`` fastest by the model's full scoring (every candidate, by BOOSTER 
 
     .venv/bin/python scripts/model_top_plan.py NAME WITHIN PROBLEMS [SEED [CHUNKS [BOOSTER [DEVICE_CLASS]]]]
         (~2 min; up to PROBLEMS problems in an order seeded by SEED, default 0, ranked by BOOSTER, an XGBoost
-         model file of a CostModel with the default target, ln(time / roofline): default the shipped artifact's
-         tilecost/models/h200/model.ubj, or the model.json that `tilecost train` logs to MLflow, under
+         model file of a CostModel with the default target, ln(time / roofline): default (or ``-``) the shipped
+         artifact's tilecost/models/h200/model.ubj, or the model.json that `tilecost train` logs to MLflow, under
          mlruns/<experiment>/models/<model id>/artifacts/; written to datasets/plans/NAME.json, or with
          CHUNKS > 1 cut in that order into CHUNKS plans NAME-a.json, NAME-b.json, ... of random problems each,
          so that a collection stopped at its time budget has covered every kind alike rather than the sweep's
