@@ -37,6 +37,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from tilecost.predict.predictor import Predictor
+    from tilecost.problem import Problem
+    from tilecost.train.answer_gate import artifact_answers
     from tilecost.train.dataset import load_measurements
     from tilecost.train.evaluate import geomean
 
@@ -47,15 +49,13 @@ def main() -> None:
     trained: Counter[tuple[str, str, str]] = Counter(
         (d, lay, pattern(n, k)) for d, lay, n, k in zip(*columns, strict=True)
     )
-    predictor = Predictor.load(args.artifact)
-    answers = []  # (dtype, layout, pattern, key, fraction)
     heldout = rows[(rows.role == "heldout") & rows.status.isin(["ok", "hopeless"])]  # hopeless: its screening bound
-    for key, timed in heldout.groupby("problem_key"):
-        first = timed.iloc[0]
-        m, n, k, dtype, layout = int(first.m), int(first.n), int(first.k), first["dtype"], first["layout"]
-        pick = predictor.predict_best((m, n, k), dtype=dtype, layout=layout, measured=False).config.key
-        times = timed.groupby("config_id").time_us.min()
-        answers.append((dtype, layout, pattern(n, k), key, times.min() / times[pick]))
+    fractions = artifact_answers(Predictor.load(args.artifact), heldout).fractions
+    answers = []  # (dtype, layout, pattern, key, fraction)
+    for key, fraction in fractions.items():
+        problem = Problem.from_key(key)
+        pair = (problem.dtype.value, problem.layout.value)
+        answers.append((*pair, pattern(problem.n, problem.k), key, fraction))
 
     def summary(chosen: list[float]) -> str:
         if not chosen:

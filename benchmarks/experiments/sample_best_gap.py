@@ -39,6 +39,7 @@ def main() -> None:
     from tilecost.collect.sweep import SweepSettings, choose_candidates
     from tilecost.predict.predictor import Predictor
     from tilecost.problem import Problem
+    from tilecost.train.answer_gate import artifact_answers
     from tilecost.train.dataset import load_measurements
     from tilecost.train.evaluate import geomean
 
@@ -48,17 +49,16 @@ def main() -> None:
     predictor = Predictor.load(args.artifact, device=args.device_class)
     rows = load_measurements(args.dataset, args.device_class).frame
     heldout = rows[(rows.role == "heldout") & rows.status.isin(["ok", "hopeless"])]
+    answered = artifact_answers(predictor, heldout).fractions  # the model's answers, as the answer gate judges them
     by_group: dict[str, list[tuple[float, ...]]] = defaultdict(list)
-    for _, timed in heldout.groupby("problem_key"):
+    for key, timed in heldout.groupby("problem_key"):
         first = timed.iloc[0]
         problem = Problem(int(first.m), int(first.n), int(first.k), first["dtype"], first["layout"])
         times = timed.groupby("config_id").time_us.min()
         sample, _ = choose_candidates(PlanEntry(problem, "replay", Role.TRAIN), settings)
         sampled = times.reindex([c.key for c in sample]).dropna()
-        pick = predictor.predict_best(problem, measured=False).config.key
-        ranked = predictor.rank(problem, len(times) + 10**4, exhaustive=True, measured=False)
-        predicted = {p.config.key: p.time_us for p in ranked}
-        top = [p.config.key for p in ranked[: max(TOPS)]]
+        top = [p.config.key for p in predictor.rank(problem, max(TOPS), exhaustive=True, measured=False)]
+        predicted = {c.key: t for c, t in predictor.predicted_times_us(problem).items()}
         best, sampled_best = times.min(), sampled.idxmin()
         with_top = [min(sampled.min(), times.reindex(top[:k]).min()) for k in TOPS]
         # Without timing anything: the model's first choice instead of the sample's best where the model ranks it
@@ -70,7 +70,7 @@ def main() -> None:
             for m in MARGINS
         ]
         by_group[f"{problem.dtype.value}-{problem.layout.value}"].append(
-            (len(sampled), best / sampled.min(), best / times[pick], *(best / t for t in (*with_top, *switched)))
+            (len(sampled), best / sampled.min(), answered[key], *(best / t for t in (*with_top, *switched)))
         )
 
     labels = (
