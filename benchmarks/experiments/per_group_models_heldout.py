@@ -56,7 +56,7 @@ def main() -> int:
     from tilecost.train.evaluate import Evaluation, evaluate_predictions, geomean
     from tilecost.train.loading import load_artifact_model
     from tilecost.train.model import CostModel
-    from tilecost.train.pipeline import build_features, candidate_rows, split_by_role
+    from tilecost.train.pipeline import build_features, candidate_rows, fit_rows, split_by_role
 
     started = time.perf_counter()
     device = load_device(args.device_class)
@@ -81,14 +81,8 @@ def main() -> int:
     shipped, _ = load_artifact_model(args.artifact)
     score("shipped", shipped.predict(X_held))
 
-    def fit(rows: np.ndarray) -> CostModel:
-        part = train.iloc[rows] if len(rows) < len(train) else train
-        return CostModel(n_jobs=2).fit(
-            X_train[rows],
-            part["time_us"].to_numpy(dtype=np.float64),
-            groups=part["problem_key"].to_numpy().astype(object),
-            hopeless=(part["status"] == "hopeless").to_numpy(),
-        )
+    def fit(rows: np.ndarray) -> CostModel:  # the shipped settings on these training rows, as `tilecost train` fits
+        return fit_rows(CostModel(n_jobs=2), train.iloc[rows], device, X=X_train[rows])
 
     for arm in arms:
         columns = list(ARMS[arm])
