@@ -63,14 +63,11 @@ def main() -> int:
 
     started = time.perf_counter()
 
-    def clean(frame: pd.DataFrame) -> pd.DataFrame:
-        rows = candidate_rows(frame)
-        return rows[np.isfinite(rows["time_us"]) & (rows["time_us"] > 0)].reset_index(drop=True)
-
     home_device, other_device = load_device(args.home), load_device(args.other)
     home_train, home_held = split_by_role(load_measurements(args.dataset, args.home))
-    other_train, other_held = (clean(f) for f in split_by_role(load_measurements(args.dataset, args.other)))
-    home_held = clean(home_held)
+    # load_measurements keeps only timed rows, each with a positive finite time: candidate_rows is all they need
+    other_train, other_held = (candidate_rows(f) for f in split_by_role(load_measurements(args.dataset, args.other)))
+    home_held = candidate_rows(home_held)
     X_home_train = build_features(home_train, home_device)
     X_other_train = build_features(other_train, other_device)
     X_other_held = build_features(other_held, other_device)

@@ -61,8 +61,7 @@ def main() -> int:
     started = time.perf_counter()
     device = load_device(args.device_class)
     train, held = split_by_role(load_measurements(args.dataset, args.device_class))
-    held = candidate_rows(held)
-    held = held[np.isfinite(held["time_us"]) & (held["time_us"] > 0)].reset_index(drop=True)
+    held = candidate_rows(held)  # load_measurements keeps only timed rows, each with a positive finite time
     X_train, X_held = build_features(train, device), build_features(held, device)
     print(f"{args.device_class}: {train['problem_key'].nunique()} training problems ({len(train):,} rows), "
           f"{held['problem_key'].nunique()} held-out ({len(held):,} rows); {time.perf_counter() - started:.0f} s",
