@@ -87,6 +87,32 @@ def test_the_table_grows_to_the_newer_dataset_and_nothing_else_changes(exported,
     assert _snapshot(artifact) == {**before, METADATA_FILE: (artifact / METADATA_FILE).read_bytes()}  # untouched
 
 
+def test_a_problem_timed_again_without_a_faster_configuration_keeps_its_best(exported, tmp_path: Path) -> None:
+    """A newer run that times more configurations of a problem, none faster, changes how much of its space was
+    timed but not its best: the refresh counts it apart from the problems with a new best (the seventieth session's
+    H100 model-top round re-timed 1,427 problems and 860 of them got a faster configuration)."""
+    root, artifact = exported
+    newer = shutil.copytree(root, tmp_path / "newer")
+    problem = HELDOUT_PROBLEMS[1]
+    timed = {row["config_id"] for row in problem_rows(problem, "heldout")}
+    more = [
+        row
+        for row in problem_rows(problem, "heldout", keep=1.0, run_id="rnew", timestamp=LATER, time_us=1e6)
+        if row["config_id"] not in timed
+    ]
+    assert more
+    DatasetStore(newer).write_problem("h200", problem, "rnew", more)
+
+    result = refresh_measured(artifact, newer, out=tmp_path / "out")
+    old = json.loads(load_artifact(artifact)[1][MEASURED_FILE])[problem.key]
+    new = json.loads(load_artifact(tmp_path / "out")[1][MEASURED_FILE])[problem.key]
+
+    assert (new["config_id"], new["time_us"]) == (old["config_id"], old["time_us"])
+    assert new["configs_measured"] == old["configs_measured"] + len(more)
+    assert result.changed == () and result.kept == (problem.key,)
+    assert "(0 added, 0 with a new best, 1 timed again with the same best)" in result.summary()
+
+
 def test_in_place_swaps_the_directory_and_leaves_nothing_beside_it(exported, tmp_path: Path) -> None:
     root, artifact = exported
     newer = _newer(root, tmp_path / "newer")

@@ -51,8 +51,9 @@ __all__ = ["RefreshResult", "device_table", "other_device_tables", "refresh_ever
 @dataclass(frozen=True)
 class RefreshResult:
     """What :func:`refresh_measured` did: where it wrote, which table (its file), the table's size before and
-    after, the problems it added, those whose best changed (measured again by a newer run), and the dataset the
-    table now comes from."""
+    after, the problems it added, those whose best changed (its configuration or its time: measured again by a newer
+    run), those timed again that kept their best (a newer run timed more configurations, none faster), and the
+    dataset the table now comes from."""
 
     artifact: Path
     before: int
@@ -61,11 +62,13 @@ class RefreshResult:
     changed: tuple[str, ...]
     measured_from: dict[str, Any]
     file: str = MEASURED_FILE
+    kept: tuple[str, ...] = ()
 
     def summary(self) -> str:
+        kept = f", {len(self.kept):,} timed again with the same best" if self.kept else ""
         return (
             f"refreshed {self.file} of {self.artifact}: {self.before:,} -> {self.after:,} measured problems "
-            f"({len(self.added):,} added, {len(self.changed):,} with a new best), from dataset "
+            f"({len(self.added):,} added, {len(self.changed):,} with a new best{kept}), from dataset "
             f"{str(self.measured_from['dataset_digest'])[:12]}"
         )
 
@@ -136,10 +139,22 @@ class _Table:
             before=len(self.old),
             after=len(self.new),
             added=tuple(sorted(set(self.new) - set(self.old))),
-            changed=tuple(sorted(key for key in self.old if self.old[key] != self.new[key])),
+            changed=tuple(sorted(key for key in self.old if _best(self.old[key]) != _best(self.new[key]))),
             measured_from=self.provenance,
             file=self.name,
+            kept=tuple(
+                sorted(
+                    key
+                    for key in self.old
+                    if self.old[key] != self.new[key] and _best(self.old[key]) == _best(self.new[key])
+                )
+            ),
         )
+
+
+def _best(entry: dict[str, Any]) -> tuple[Any, Any]:
+    """A table entry's best: its configuration and time (the rest says how much of the space was timed)."""
+    return entry.get("config_id"), entry.get("time_us")
 
 
 def _load_refreshable(source: Path) -> tuple[Any, dict[str, bytes]]:
