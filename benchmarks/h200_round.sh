@@ -56,7 +56,7 @@ fi || { tail -20 "$LOG"; exit 1; }
 export TRITON_CACHE_DIR=$PWD/.triton-cache PYTHONUNBUFFERED=1
 mkdir -p "$TRITON_CACHE_DIR" "$DATASET"
 # Coreutils 9.5 and later warn that `cp -n` is non-portable; `--update=none` (9.3 and later) says the same without the
-# warning, and older ones (this repository's CI machines have 9.1) fall back to `-n`.
+# warning, and older ones (the 2-core development machine has 9.1) fall back to `-n`.
 cp -r --update=none datasets/measurements/. "$DATASET"/ 2>/dev/null || cp -rn datasets/measurements/. "$DATASET"/
 say "installed; $(nvidia-smi --query-gpu=name,driver_version,temperature.gpu,power.draw --format=csv,noheader)"
 

@@ -5,8 +5,9 @@ measured best (``measured-h100_sxm.json``), where any other is answered by the H
 (0.958 of the best on the H100's held-out problems) or by the H200's measured best (0.985-0.987 of the H100's best on
 rhlay's and rhdw's shapes). By the seventieth session the H100 had measured rhlay's 1,016 current-model layers and
 rhdw's 209 decode-sized wide layers, but only 10 of the H200's 165 training problems of family ``layers`` (the
-first sessions' Llama, Mistral, Qwen and GPT-2 projections at M 1-8,192 in every dtype and layout) and 5 of its 70
-of family ``decode`` (the same layers at M 1-64). This script draws such problems.
+first sessions' Llama 3, Mistral, GPT-2, BERT, Qwen 2 and Phi-3 projections, ``collect.plans.LAYER_SHAPES``, at M
+1-8,192 in every dtype and layout) and 5 of its 70 of family ``decode`` (the same layers at M 1-64). This script
+draws such problems.
 
 A problem is taken when the H200 measured it as a training problem of one of FAMILIES, the H100 has not measured it,
 and ``2·M·N·K`` is at most MAX_FLOP; each keeps its H200 family and role ``train``. Measured with ``SAMPLE=0.25`` and
