@@ -25,14 +25,15 @@ queue's rhld.
 from __future__ import annotations
 
 import collections
-import json
 import sys
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from tilecost.collect.plans import PlanEntry, Role
 from tilecost.problem import Problem
+from tilecost.train.nightly_plan import plan_json
 
 REPO = Path(__file__).resolve().parents[1]
 MEASUREMENTS = REPO / "datasets/measurements"
@@ -58,17 +59,12 @@ def main(argv: list[str]) -> int:
         .to_table(columns=["problem_key"]).column("problem_key").unique().to_pylist()
     )  # fmt: skip
     candidates = [Problem.from_key(key) for key in sorted(family_of) if key not in measured_h100]
-    problems = [p for p in candidates if 2 * p.m * p.n * p.k <= max_flop]
-    plan = [
-        {"m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype.value, "layout": p.layout.value,
-         "family": family_of[p.key], "role": "train"}
-        for p in problems
-    ]  # fmt: skip
-    path.write_text(json.dumps(plan, indent=1) + "\n")
+    problems = [p for p in candidates if p.flops <= max_flop]
+    path.write_text(plan_json([PlanEntry(p, family_of[p.key], Role.TRAIN) for p in problems]) + "\n")
     kinds = collections.Counter(f"{p.dtype.value}-{p.layout.value}" for p in problems)
     print(
-        f"{path.relative_to(REPO)}: {len(plan)} problems ({len(candidates) - len(problems)} over MAX_FLOP left out) "
-        f"of the H200's {len(family_of)} training problems of {families}; by kind {dict(sorted(kinds.items()))}"
+        f"{path.relative_to(REPO)}: {len(problems)} problems ({len(candidates) - len(problems)} over MAX_FLOP left "
+        f"out) of the H200's {len(family_of)} training problems of {families}; by kind {dict(sorted(kinds.items()))}"
     )
     return 0
 
