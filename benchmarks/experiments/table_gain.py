@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tilecost.collect.plans import load_plan_file
+
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACT = "tilecost/models/h200"
 
@@ -40,10 +42,10 @@ def main(argv: list[str]) -> int:
     now = _problems(json.loads((REPO / ARTIFACT / table).read_text()))
     ratios: dict[str, list[float]] = collections.defaultdict(list)
     for plan in plans:
-        for entry in json.loads(Path(plan).read_text()):
-            key = f"{entry['m']}x{entry['n']}x{entry['k']}-{entry['dtype']}-{entry['layout']}"
-            if key in before:
-                ratios[f"{entry['dtype']}-{entry['layout']}"].append(now[key]["time_us"] / before[key]["time_us"])
+        for problem in (entry.problem for entry in load_plan_file(plan)):
+            if problem.key in before:
+                kind = f"{problem.dtype.value}-{problem.layout.value}"
+                ratios[kind].append(now[problem.key]["time_us"] / before[problem.key]["time_us"])
     every = [r for group in ratios.values() for r in group]
     if not every:
         sys.exit(f"none of the plans' problems is in {table} at {rev}")
