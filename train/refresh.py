@@ -134,21 +134,17 @@ class _Table:
     provenance: dict[str, Any]
 
     def result(self, artifact: Path) -> RefreshResult:
+        retimed = sorted(key for key in self.old if self.old[key] != self.new[key])
+        new_best = {key for key in retimed if _best(self.old[key]) != _best(self.new[key])}
         return RefreshResult(
             artifact=artifact,
             before=len(self.old),
             after=len(self.new),
             added=tuple(sorted(set(self.new) - set(self.old))),
-            changed=tuple(sorted(key for key in self.old if _best(self.old[key]) != _best(self.new[key]))),
+            changed=tuple(key for key in retimed if key in new_best),
             measured_from=self.provenance,
             file=self.name,
-            kept=tuple(
-                sorted(
-                    key
-                    for key in self.old
-                    if self.old[key] != self.new[key] and _best(self.old[key]) == _best(self.new[key])
-                )
-            ),
+            kept=tuple(key for key in retimed if key not in new_best),
         )
 
 
