@@ -21,7 +21,6 @@ short keeps the cheap ones; 16 plans of ``CAP`` 32 are 512 problems, ~244,000 co
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,7 +29,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from tilecost.collect.compile import problem_pattern
+from tilecost.collect.plans import PlanEntry, Role
 from tilecost.problem import DType, Layout, Problem
+from tilecost.train.nightly_plan import plan_json
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "2026-12-06-s56-h100-train"
@@ -66,18 +67,13 @@ def main(argv: list[str]) -> int:
     for key in sorted(families):
         problem = Problem.from_key(key)
         pattern = problem_pattern(problem)
-        if pattern in by_pattern and key not in measured_h100 and 2 * problem.m * problem.n * problem.k <= max_flop:
+        if pattern in by_pattern and key not in measured_h100 and problem.flops <= max_flop:
             by_pattern[pattern].append(problem)
     for pattern, problems in by_pattern.items():
         drawn = [problems[i] for i in rng.permutation(len(problems))[:cap]]
-        plan = [
-            {"m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype.value, "layout": p.layout.value,
-             "family": families[p.key], "role": "train"}
-            for p in drawn
-        ]  # fmt: skip
         path = REPO / "datasets/plans" / f"{NAME}-{pattern}.json"
-        path.write_text(json.dumps(plan, indent=1) + "\n")
-        print(f"{path.relative_to(REPO)}: {len(plan)} of {len(problems)} problems")
+        path.write_text(plan_json([PlanEntry(p, families[p.key], Role.TRAIN) for p in drawn]) + "\n")
+        print(f"{path.relative_to(REPO)}: {len(drawn)} of {len(problems)} problems")
     return 0
 
 
