@@ -19,7 +19,9 @@ its 35% and full runs timed), so the two devices' rows pair. The collector measu
     it: a resumed run must find its plan as it was)
 
 The seventieth session's ``h100_shapes_plan.py 2026-12-07-s70-h100-layers-decode layers,decode`` is the H100
-queue's rhld.
+queue's rhld; the seventy-first session's ``... 2026-12-07-s71-h100-train-layers-decode train-layers,train-decode``
+(the training plans' layer and decode draws, ``scripts/train_plan.py``: 838 problems in all eight dtype-layout
+groups) its rhtld.
 """
 
 from __future__ import annotations
