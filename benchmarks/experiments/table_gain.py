@@ -12,7 +12,8 @@ over the current one (the fraction of the new best that the earlier answer reach
 
 The seventieth session's: ``table_gain.py ca7c7ab measured-h100_sxm.json
 datasets/plans/2026-12-07-s67-h100-model-top8-{a,b,c}.json`` (rhmt8a-c) and ``table_gain.py d3305cb
-measured-h100_sxm.json datasets/plans/2026-12-07-s70-h100-model-top8.json`` (rhmt8d).
+measured-h100_sxm.json datasets/plans/2026-12-07-s70-h100-model-top8.json`` (rhmt8d); the seventy-first's
+``table_gain.py d08b255 measured-h100_sxm.json datasets/plans/2026-12-07-s71-h100-model-top8.json`` (rhmt8e).
 """
 
 from __future__ import annotations
