@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from tilecost.collect.plans import PlanEntry, Role
+from tilecost.collect.store import DatasetStore
 from tilecost.problem import Problem
 from tilecost.train.nightly_plan import plan_json
 
@@ -56,10 +57,8 @@ def main(argv: list[str]) -> int:
     family_of = dict(zip(rows.column("problem_key").to_pylist(), rows.column("family").to_pylist(), strict=True))
     if not family_of:
         sys.exit(f"FAMILIES={argv[1]!r}: the H200 has no training problem of these families")
-    measured_h100 = set(
-        ds.dataset(MEASUREMENTS / "device_class=h100_sxm", partitioning="hive")
-        .to_table(columns=["problem_key"]).column("problem_key").unique().to_pylist()
-    )  # fmt: skip
+    store = DatasetStore(MEASUREMENTS)
+    measured_h100 = store.problem_keys(store.files("h100_sxm"))
     candidates = [Problem.from_key(key) for key in sorted(family_of) if key not in measured_h100]
     problems = [p for p in candidates if p.flops <= max_flop]
     path.write_text(plan_json([PlanEntry(p, family_of[p.key], Role.TRAIN) for p in problems]) + "\n")

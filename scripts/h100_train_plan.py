@@ -30,6 +30,7 @@ import pyarrow.dataset as ds
 
 from tilecost.collect.compile import problem_pattern
 from tilecost.collect.plans import PlanEntry, Role
+from tilecost.collect.store import DatasetStore
 from tilecost.problem import DType, Layout, Problem
 from tilecost.train.nightly_plan import plan_json
 
@@ -53,10 +54,8 @@ def main(argv: list[str]) -> int:
         & (pc.field("sample_fraction") < 0.26),
     )
     families = dict(zip(rows.column("problem_key").to_pylist(), rows.column("family").to_pylist(), strict=True))
-    measured_h100 = set(
-        ds.dataset(REPO / "datasets/measurements/device_class=h100_sxm", partitioning="hive")
-        .to_table(columns=["problem_key"]).column("problem_key").unique().to_pylist()
-    )  # fmt: skip
+    store = DatasetStore(REPO / "datasets/measurements")
+    measured_h100 = store.problem_keys(store.files("h100_sxm"))
     rng = np.random.default_rng(seed)
     by_pattern: dict[str, list[Problem]] = {
         f"{dtype.value}-{layout.value}-{align}": []
