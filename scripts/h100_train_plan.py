@@ -1,22 +1,30 @@
-"""Write the H100's first training plans: H200 training problems, to be measured on an H100 as ``h100_sxm``.
+"""Write the H100's training plans: H200 training problems, to be measured on an H100 as ``h100_sxm``.
 
 The fifty-sixth session's grouped CV over the H100's 506 held-out problems (``benchmarks/experiments/
 device_adaptation_cv.py``, docs/BENCHMARKS.md §5) found that a model of ~405 H100 problems alone ranks below the H200
 model asked for the H100 (0.939 against 0.958 of the best), gaining ~0.018 per doubling: an H100 model needs a
-training set of the H200's kind, well over 850 sampled problems. These plans are its first part.
+training set of the H200's kind, well over 850 sampled problems. The first round (below) was its first part.
 
 Each plan holds one kernel pattern (a dtype, a layout and alignment to 16 or not: the sixteen main ones, so that a
 device call compiles one pattern and finishes its plan), ``CAP`` problems drawn (seeded) from the shipped dataset's H200
-training problems of that pattern that were measured on a 25% sample, at most ``MAX_FLOP`` (``2·M·N·K``) each and not
-yet measured on the H100, role ``train``, each with its H200 family. Measured with ``SAMPLE=0.25`` and the collector's
-default seed, an H100 run times the seeded 25% share the H200's runs timed (on the first six problems of the bf16 nt
-x-x plan, every configuration the H100 would time the H200 timed; the H200 has a few more where model-top runs
-added them), so the two devices' rows pair. The collector measures a plan's cheapest problems first, so a call cut
-short keeps the cheap ones; 16 plans of ``CAP`` 32 are 512 problems, ~244,000 configurations.
+training problems of that pattern that were measured on a 25% sample, at most ``MAX_FLOP`` (``2·M·N·K``) each, neither
+measured on the H100 nor in a plan of its queue (``datasets/plans/queue.json``; the first round's draw, before the queue
+existed, had only the first test), role ``train``, each with its H200 family. Measured with ``SAMPLE=0.25`` and the
+collector's default seed, an H100 run times the seeded 25% share the H200's runs timed (on the first six problems of the
+bf16 nt x-x plan, every configuration the H100 would time the H200 timed; the H200 has a few more where model-top runs
+added them), so the two devices' rows pair. The collector measures a plan's cheapest problems first, so a call cut short
+keeps the cheap ones; 16 plans of ``CAP`` 32 are 512 problems, ~244,000 configurations.
 
-    .venv/bin/python scripts/h100_train_plan.py [CAP [MAX_FLOP [SEED]]]
-    (defaults 32, 2e12, 56; writes datasets/plans/2026-12-06-s56-h100-train-<pattern>.json, ~2 s; refuses while
-    they exist: they are the H100 queue's, and a resumed run must find its plan as it was)
+    .venv/bin/python scripts/h100_train_plan.py [CAP [MAX_FLOP [SEED [NAME]]]]
+    (defaults 32, 2e12, 56, 2026-12-06-s56-h100-train; writes datasets/plans/NAME-<pattern>.json, ~2 s; refuses
+    while they exist: they are the H100 queue's, and a resumed run must find its plan as it was)
+
+The fifty-sixth session's first round is the defaults (the H100 queue's rht01-rht16). The seventy-second session's
+second round, ``h100_train_plan.py 64 2e12 72 2026-12-07-s72-h100-train2`` (up to 64 more of each pattern, drawn
+from the problems the H100 still lacks; the queue's rh2t01-rh2t16), serves an H100 model: by the seventy-second
+session a model fitted on the H100's 2,561 training problems alone reached 0.943 of the best on its 575 held-out
+problems against the transfer's 0.958 (``benchmarks/experiments/joint_fit_heldout.py``), and the H100's training
+problems since the first round were layer shapes, not the random extents the held-out problems span.
 """
 
 from __future__ import annotations
@@ -29,21 +37,23 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from tilecost.collect.compile import problem_pattern
-from tilecost.collect.plans import PlanEntry, Role
+from tilecost.collect.plans import PlanEntry, Role, load_plan_file
+from tilecost.collect.queue import load_queue
 from tilecost.collect.store import DatasetStore
 from tilecost.problem import DType, Layout, Problem
 from tilecost.train.nightly_plan import plan_json
 
 REPO = Path(__file__).resolve().parents[1]
-NAME = "2026-12-06-s56-h100-train"
+FIRST_ROUND = "2026-12-06-s56-h100-train"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) > 3:
-        sys.exit("usage: h100_train_plan.py [CAP [MAX_FLOP [SEED]]]")
-    written = sorted((REPO / "datasets/plans").glob(f"{NAME}-*.json"))
+    if len(argv) > 4:
+        sys.exit("usage: h100_train_plan.py [CAP [MAX_FLOP [SEED [NAME]]]]")
+    name = argv[3] if len(argv) > 3 else FIRST_ROUND
+    written = sorted((REPO / "datasets/plans").glob(f"{name}-*.json"))
     if written:  # the H100 queue's plans (docs/COLLECTING.md): a resumed run must find its plan as it was
-        sys.exit(f"{len(written)} plans {NAME}-*.json exist (the H100 queue's); to draw others, change NAME")
+        sys.exit(f"{len(written)} plans {name}-*.json exist (the H100 queue's); to draw others, give another NAME")
     cap = int(argv[0]) if argv else 32
     max_flop = float(argv[1]) if len(argv) > 1 else 2e12
     seed = int(argv[2]) if len(argv) > 2 else 56
@@ -56,6 +66,14 @@ def main(argv: list[str]) -> int:
     families = dict(zip(rows.column("problem_key").to_pylist(), rows.column("family").to_pylist(), strict=True))
     store = DatasetStore(REPO / "datasets/measurements")
     measured_h100 = store.problem_keys(store.files("h100_sxm"))
+    queued_h100 = {  # planned for the H100 already, measured or not: a second run id would time them again
+        entry.problem.key
+        for queue in load_queue(REPO / "datasets/plans/queue.json")
+        if queue.device_class == "h100_sxm"
+        for plan in queue.entries
+        for entry in load_plan_file(REPO / plan.plan)
+    }
+    taken = measured_h100 | queued_h100
     rng = np.random.default_rng(seed)
     by_pattern: dict[str, list[Problem]] = {
         f"{dtype.value}-{layout.value}-{align}": []
@@ -66,11 +84,11 @@ def main(argv: list[str]) -> int:
     for key in sorted(families):
         problem = Problem.from_key(key)
         pattern = problem_pattern(problem)
-        if pattern in by_pattern and key not in measured_h100 and problem.flops <= max_flop:
+        if pattern in by_pattern and key not in taken and problem.flops <= max_flop:
             by_pattern[pattern].append(problem)
     for pattern, problems in by_pattern.items():
         drawn = [problems[i] for i in rng.permutation(len(problems))[:cap]]
-        path = REPO / "datasets/plans" / f"{NAME}-{pattern}.json"
+        path = REPO / "datasets/plans" / f"{name}-{pattern}.json"
         path.write_text(plan_json([PlanEntry(p, families[p.key], Role.TRAIN) for p in drawn]) + "\n")
         print(f"{path.relative_to(REPO)}: {len(drawn)} of {len(problems)} problems")
     return 0
