@@ -60,17 +60,17 @@ def main() -> int:
     h100_set = set(h100.loc[h100["role"] == "train", "problem_key"].unique()) & on_h200
     missing = planned - on_h200
     planned &= on_h200
+    new = planned - h100_set
     print(
         f"{len(on_h200)} H200 training problems, {heldout['problem_key'].nunique()} held-out; the H100's training "
         f"problems on the H200: {len(h100_set)}; {len(paths)} plans, {len(planned)} of their problems on the H200"
-        f" ({len(missing)} not), {len(planned - h100_set)} new to the set; {time.perf_counter() - started:.0f} s",
+        f" ({len(missing)} not), {len(new)} new to the set; {time.perf_counter() - started:.0f} s",
         flush=True,
     )
     others = np.array(sorted(on_h200 - h100_set - planned))
-    added = len(planned - h100_set)
     sets: list[tuple[str, set[str]]] = [("h100 set", h100_set), ("+ plans", h100_set | planned)]
     for seed in range(args.draws):
-        drawn = np.random.default_rng(seed).choice(others, added, replace=False)
+        drawn = np.random.default_rng(seed).choice(others, len(new), replace=False)
         sets.append((f"+ random {seed}", h100_set | set(drawn.tolist())))
     sets.append(("all", on_h200))
     for name, keys in sets:
