@@ -34,6 +34,7 @@ __all__ = [
     "Progress",
     "load_queue",
     "progress",
+    "planned_keys",
     "next_entry",
     "next_entries",
     "keep_runs",
@@ -145,6 +146,19 @@ def progress(queue: DeviceQueue, store: DatasetStore, root: str | Path = ".") ->
         measured = sum(store.has(queue.device_class, p, entry.run_id) for p in problems)
         out.append(Progress(entry, len(problems), measured))
     return out
+
+
+def planned_keys(queues: Sequence[DeviceQueue], device_class: str, root: str | Path = ".") -> frozenset[str]:
+    """The problem keys of every plan in ``device_class``'s queue, measured or not (plan paths relative to
+    ``root``): a plan script skips them as well as the measured ones, since a problem planned under a second run id
+    would be timed twice. A class the queue does not list plans nothing."""
+    return frozenset(
+        item.problem.key
+        for queue in queues
+        if queue.device_class == device_class
+        for entry in queue.entries
+        for item in load_plan_file(Path(root) / entry.plan)
+    )
 
 
 def next_entry(states: Sequence[Progress]) -> Progress | None:

@@ -9,10 +9,12 @@ first sessions' Llama 3, Mistral, GPT-2, BERT, Qwen 2 and Phi-3 projections, ``c
 1-8,192 in every dtype and layout) and 5 of its 70 of family ``decode`` (the same layers at M 1-64). This script
 draws such problems.
 
-A problem is taken when the H200 measured it as a training problem of one of FAMILIES, the H100 has not measured it,
-and ``2·M·N·K`` is at most MAX_FLOP; each keeps its H200 family and role ``train``. Measured with ``SAMPLE=0.25`` and
-the collector's default seed, the H100 times the seeded 25% share that the H200's 25% runs timed (a subset of what
-its 35% and full runs timed), so the two devices' rows pair. The collector measures a plan's cheapest problems first.
+A problem is taken when the H200 measured it as a training problem of one of FAMILIES, the H100 has neither measured
+it nor planned it (a plan of its queue, ``datasets/plans/queue.json``: a second run id would time it again; the
+scripts before the seventy-third session's had only the first test), and ``2·M·N·K`` is at most MAX_FLOP; each keeps
+its H200 family and role ``train``. Measured with ``SAMPLE=0.25`` and the collector's default seed, the H100 times
+the seeded 25% share that the H200's 25% runs timed (a subset of what its 35% and full runs timed), so the two
+devices' rows pair. The collector measures a plan's cheapest problems first.
 
     .venv/bin/python scripts/h100_shapes_plan.py NAME FAMILIES [MAX_FLOP]
     (FAMILIES comma-separated; MAX_FLOP default 2e12; writes datasets/plans/NAME.json, ~2 s; refuses to overwrite
@@ -34,12 +36,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from tilecost.collect.plans import PlanEntry, Role
+from tilecost.collect.queue import load_queue, planned_keys
 from tilecost.collect.store import DatasetStore
 from tilecost.problem import Problem
 from tilecost.train.nightly_plan import plan_json
 
 REPO = Path(__file__).resolve().parents[1]
 MEASUREMENTS = REPO / "datasets/measurements"
+QUEUE = REPO / "datasets/plans/queue.json"
 
 
 def main(argv: list[str]) -> int:
@@ -58,9 +62,14 @@ def main(argv: list[str]) -> int:
     if not family_of:
         sys.exit(f"FAMILIES={argv[1]!r}: the H200 has no training problem of these families")
     store = DatasetStore(MEASUREMENTS)
-    measured_h100 = store.problem_keys(store.files("h100_sxm"))
-    candidates = [Problem.from_key(key) for key in sorted(family_of) if key not in measured_h100]
+    taken = store.problem_keys(store.files("h100_sxm")) | planned_keys(load_queue(QUEUE), "h100_sxm", REPO)
+    candidates = [Problem.from_key(key) for key in sorted(family_of) if key not in taken]
     problems = [p for p in candidates if p.flops <= max_flop]
+    if not problems:
+        sys.exit(
+            f"nothing to plan: the H100 has measured or queued all but {len(candidates)} of the H200's "
+            f"{len(family_of)} training problems of {families}, and those are over MAX_FLOP={max_flop:g}"
+        )
     path.write_text(plan_json([PlanEntry(p, family_of[p.key], Role.TRAIN) for p in problems]) + "\n")
     kinds = collections.Counter(f"{p.dtype.value}-{p.layout.value}" for p in problems)
     print(

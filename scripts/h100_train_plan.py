@@ -37,8 +37,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from tilecost.collect.compile import problem_pattern
-from tilecost.collect.plans import PlanEntry, Role, load_plan_file
-from tilecost.collect.queue import load_queue
+from tilecost.collect.plans import PlanEntry, Role
+from tilecost.collect.queue import load_queue, planned_keys
 from tilecost.collect.store import DatasetStore
 from tilecost.problem import DType, Layout, Problem
 from tilecost.train.nightly_plan import plan_json
@@ -66,14 +66,7 @@ def main(argv: list[str]) -> int:
     families = dict(zip(rows.column("problem_key").to_pylist(), rows.column("family").to_pylist(), strict=True))
     store = DatasetStore(REPO / "datasets/measurements")
     measured_h100 = store.problem_keys(store.files("h100_sxm"))
-    queued_h100 = {  # planned for the H100 already, measured or not: a second run id would time them again
-        entry.problem.key
-        for queue in load_queue(REPO / "datasets/plans/queue.json")
-        if queue.device_class == "h100_sxm"
-        for plan in queue.entries
-        for entry in load_plan_file(REPO / plan.plan)
-    }
-    taken = measured_h100 | queued_h100
+    taken = measured_h100 | planned_keys(load_queue(REPO / "datasets/plans/queue.json"), "h100_sxm", REPO)
     rng = np.random.default_rng(seed)
     by_pattern: dict[str, list[Problem]] = {
         f"{dtype.value}-{layout.value}-{align}": []

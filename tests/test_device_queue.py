@@ -14,7 +14,15 @@ import pytest
 
 from tests.test_train_fixtures import problem_rows
 from tilecost import DType, Layout, Problem
-from tilecost.collect.queue import device_command, keep_runs, load_queue, next_entries, next_entry, progress
+from tilecost.collect.queue import (
+    device_command,
+    keep_runs,
+    load_queue,
+    next_entries,
+    next_entry,
+    planned_keys,
+    progress,
+)
 from tilecost.collect.store import DatasetStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,6 +92,16 @@ def test_the_next_plan_is_the_first_its_run_has_not_finished_and_compaction_keep
     assert 'H100*) echo "the h100_sxm queue is done"; exit 4;;' in device_command(
         load_queue(tmp_path / "queue.json"), _pending(tmp_path, store)
     )
+
+
+def test_the_planned_keys_are_every_plan_of_the_class_measured_or_not(tmp_path) -> None:
+    queues = load_queue(_queue(tmp_path))
+    DatasetStore(tmp_path / "data").write_problem(
+        "h100_sxm", P1[0], "ra", problem_rows(P1[0], "heldout", keep=0.02, run_id="ra", device_class="h100_sxm")
+    )  # a measured problem stays planned: a plan script skips both
+    assert planned_keys(queues, "h100_sxm", tmp_path) == {p.key for p in P1 + P2}
+    assert planned_keys(queues, "h200", tmp_path) == {p.key for p in P2}
+    assert planned_keys(queues, "a100", tmp_path) == frozenset()  # a class the queue does not list
 
 
 def test_the_runs_kept_are_the_calls_plans_then_every_other_started_run(tmp_path) -> None:
