@@ -29,7 +29,7 @@ from typing import Any
 from tilecost.cli import dtypes_arg, layouts_arg
 from tilecost.collect.store import SHIPPED_DATASET
 
-__all__ = ["register", "registered_model_errors"]
+__all__ = ["register", "add_model_source", "registered_model_errors"]
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -50,6 +50,16 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtypes", type=dtypes_arg, default=None, help="e.g. bf16,fp16 (default: all)")
     p.add_argument("--layouts", type=layouts_arg, default=None, help="e.g. nt,nn (default: all)")
     p.add_argument("--triton-version", default=None, help="only rows measured with this Triton version")
+
+
+def add_model_source(p: argparse.ArgumentParser) -> None:
+    """The model a command reads: ``--artifact`` or ``--model-uri`` (not both), and ``--tracking-uri`` for the
+    latter; load it within :func:`registered_model_errors`."""
+    model = p.add_mutually_exclusive_group()
+    model.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
+    model.add_argument("--model-uri", default=None,
+                       help="an MLflow registered model instead, e.g. models:/tilecost-h200@champion")  # fmt: skip
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (store) for --model-uri")
 
 
 @contextlib.contextmanager
@@ -336,11 +346,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("evaluate", help="evaluate a trained model on the held-out problems, with baselines")
     _add_data_options(p)
-    model = p.add_mutually_exclusive_group()
-    model.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
-    model.add_argument("--model-uri", default=None,
-                       help="an MLflow registered model instead, e.g. models:/tilecost-h200@champion")  # fmt: skip
-    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI for --model-uri")
+    add_model_source(p)
     p.add_argument("--summary-only", action="store_true", help="omit the per-problem lines")
     p.set_defaults(func=_cmd_evaluate)
 

@@ -29,6 +29,8 @@ from tilecost.cli import (
 )
 from tilecost.collect.backend import CUDA_BACKEND
 
+from .cli import add_model_source
+
 __all__ = ["register"]
 
 
@@ -212,10 +214,6 @@ def register(sub: Any) -> None:
     p.add_argument("--device-class", default="h200", help="device class (default %(default)s)")
     p.add_argument("--dataset", default="datasets/measurements",
                    help="dataset root, a path or pyarrow URI (default %(default)s: the shipped dataset)")  # fmt: skip
-    model = p.add_mutually_exclusive_group()
-    model.add_argument("--artifact", default=None, help="artifact directory (default: the shipped model of the class)")
-    model.add_argument("--model-uri", default=None,
-                       help="an MLflow registered model instead, e.g. models:/tilecost-h200@champion")  # fmt: skip
-    p.add_argument("--tracking-uri", default=None, help="MLflow store for --model-uri")
+    add_model_source(p)
     p.add_argument("--out", default="report", help="output folder (default ./report)")
     p.set_defaults(func=_cmd_report)
