@@ -16,8 +16,9 @@ added them), so the two devices' rows pair. The collector measures a plan's chea
 keeps the cheap ones; 16 plans of ``CAP`` 32 are 512 problems, ~244,000 configurations.
 
     .venv/bin/python scripts/h100_train_plan.py [CAP [MAX_FLOP [SEED [NAME]]]]
-    (defaults 32, 2e12, 56, 2026-12-06-s56-h100-train; writes datasets/plans/NAME-<pattern>.json, ~2 s; refuses
-    while they exist: they are the H100 queue's, and a resumed run must find its plan as it was)
+    (defaults 32, 2e12, 56, 2026-12-06-s56-h100-train; writes datasets/plans/NAME-<pattern>.json for each pattern
+    with a problem left, ~2 s; refuses while they exist: they are the H100 queue's, and a resumed run must find its
+    plan as it was)
 
 The fifty-sixth session's first round is the defaults (the H100 queue's rht01-rht16). The seventy-second session's
 second round, ``h100_train_plan.py 64 2e12 72 2026-12-07-s72-h100-train2`` (up to 64 more of each pattern, drawn
@@ -81,6 +82,9 @@ def main(argv: list[str]) -> int:
             by_pattern[pattern].append(problem)
     for pattern, problems in by_pattern.items():
         drawn = [problems[i] for i in rng.permutation(len(problems))[:cap]]
+        if not drawn:  # an empty plan would sit in the queue measuring nothing
+            print(f"{pattern}: nothing to plan (every such problem is measured, queued or over MAX_FLOP)")
+            continue
         path = REPO / "datasets/plans" / f"{name}-{pattern}.json"
         path.write_text(plan_json([PlanEntry(p, families[p.key], Role.TRAIN) for p in drawn]) + "\n")
         print(f"{path.relative_to(REPO)}: {len(drawn)} of {len(problems)} problems")
