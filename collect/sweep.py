@@ -12,7 +12,8 @@ whole sweep (a worker's start, imports and CUDA context, is paid once), through 
 another without waiting for measuring; each problem is measured as soon as its own kernels are
 compiled, while the rest of its group compiles, and the measuring process starts beside the first
 compile. A sweep therefore costs about the larger of compiling and measuring rather than their sum;
-``compile_seconds`` counts only the time the sweep *waited* for a compile. With
+``compile_seconds`` counts only the time the sweep *waited* for a compile (the run line's ``compile wait``:
+0 s when compiling kept ahead, however many kernels it built). With
 ``first_group`` (a shard's index) the group order is rotated, so that the sweeps of several GPUs on one
 host start on different patterns and find each other's kernels in the shared Triton cache instead of
 compiling the same pattern side by side.
@@ -116,7 +117,7 @@ class SweepSummary:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.status_counts.items()))
         return (
             f"run {self.run_id}: {self.problems_done} problems measured, {self.problems_skipped} already in the "
-            f"dataset, {self.rows} rows ({counts}); compile {self.compile_seconds:.0f} s, "
+            f"dataset, {self.rows} rows ({counts}); compile wait {self.compile_seconds:.0f} s, "
             f"measure {self.measure_seconds:.0f} s"
             + ("; stopped at the time budget, run again to resume" if self.stopped_early else "")
             + (f" ({self.abandoned} was still measuring and is left for it)" if self.abandoned else "")

@@ -214,6 +214,7 @@ def test_time_budget_stops_between_problems_and_a_rerun_resumes(tmp_path, monkey
     first = run_sweep(_entries(), store, _settings(), progress_stream=None, time_budget_s=0.1)
     assert first.stopped_early and 1 <= first.problems_done < 3
     assert "run again to resume" in first.line()
+    assert "compile wait " in first.line()  # the time measuring waited for kernels, not the time spent compiling
     second = run_sweep(_entries(), store, _settings(), progress_stream=None)
     assert second.problems_skipped == first.problems_done and not second.stopped_early
 
