@@ -66,9 +66,10 @@ def main(argv: list[str]) -> int:
     candidates = [Problem.from_key(key) for key in sorted(family_of) if key not in taken]
     problems = [p for p in candidates if p.flops <= max_flop]
     if not problems:
+        over = f", and the other {len(candidates)} are over MAX_FLOP={max_flop:g}" if candidates else ""
         sys.exit(
-            f"nothing to plan: the H100 has measured or queued all but {len(candidates)} of the H200's "
-            f"{len(family_of)} training problems of {families}, and those are over MAX_FLOP={max_flop:g}"
+            f"nothing to plan: of the H200's {len(family_of)} training problems of {families}, the H100 has measured "
+            f"or queued {len(family_of) - len(candidates)}{over}"
         )
     path.write_text(plan_json([PlanEntry(p, family_of[p.key], Role.TRAIN) for p in problems]) + "\n")
     kinds = collections.Counter(f"{p.dtype.value}-{p.layout.value}" for p in problems)
