@@ -13,13 +13,16 @@ to three) under ``benchmarks/h200_round.sh collect``, one after another against 
 ``measurements.tgz`` is kept (each holds every file the machine wrote since its install), so a call returns at
 most seven files. :func:`keep_runs` names the run ids whose files a slimmed tree must keep (``SLIM_KEEP_RUNS`` of
 ``scripts/device_tree.sh``: the call's, and every run started and not finished) so a resume skips them; the round
-script refuses to resume a run whose files the slimmed tree left behind. Nothing here touches a GPU.
+script refuses to resume a run whose files the slimmed tree left behind. :func:`add_entry` adds a plan to a class's
+queue (``scripts/device_queue.py --add``). Nothing here touches a GPU.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ __all__ = [
     "DeviceQueue",
     "Progress",
     "load_queue",
+    "add_entry",
     "progress",
     "planned_keys",
     "next_entry",
@@ -135,7 +139,50 @@ def load_queue(path: str | Path) -> tuple[DeviceQueue, ...]:
     names = [q.device_class for q in queues]
     if len(set(names)) != len(names):
         raise ValueError(f"queue file {path}: a device class is listed twice ({names})")
+    runs = [e.run_id for q in queues for e in q.entries]
+    twice = sorted({r for r in runs if runs.count(r) > 1})
+    if twice:
+        raise ValueError(f"queue file {path}: run_id {twice[0]!r} is listed twice; each plan needs its own run id")
     return tuple(queues)
+
+
+def add_entry(
+    path: str | Path, device_class: str, entry: QueueEntry, *, before: str | None = None, root: str | Path = "."
+) -> int:
+    """Add ``entry`` to ``device_class``'s queue in ``queue.json``, before the entry of run ``before`` or last, and
+    return its position in that queue. Refused with ``ValueError``, the file untouched: a queue that does not load, a
+    class it does not list, a run id already in it, a bad plan path, run id or sample, a plan that does not load
+    (relative to ``root``) or holds no problem, or a ``before`` run the class lacks. The file is replaced whole
+    (written beside it, then renamed), so a crash leaves the old queue or the new one."""
+    path = Path(path)
+    queues = load_queue(path)
+    at = f"queue entry to add to {device_class!r}"
+    item = {"plan": entry.plan, "run_id": entry.run_id, "sample": entry.sample}
+    checked = QueueEntry(_word(item, "plan", at, _PATH), _word(item, "run_id", at), _sample(item, at))
+    classes = [q.device_class for q in queues]
+    if device_class not in classes:
+        raise ValueError(f"device_class={device_class!r} is not in the queue; use one of {classes}")
+    if any(e.run_id == checked.run_id for q in queues for e in q.entries):
+        raise ValueError(f"run_id={checked.run_id!r} is already in the queue; each plan needs its own run id")
+    if not load_plan_file(Path(root) / checked.plan):
+        raise ValueError(f"plan file {checked.plan}: holds no problem")
+    raw = json.loads(path.read_text())
+    entries = next(c for c in raw["device_classes"] if c["device_class"] == device_class)["entries"]
+    runs = [e["run_id"] for e in entries]
+    if before is not None and before not in runs:
+        raise ValueError(f"before={before!r} is not a run of the {device_class} queue; use one of {runs}")
+    index = len(entries) if before is None else runs.index(before)
+    entries.insert(index, item)
+    text = json.dumps(raw, indent=1, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return index
 
 
 def progress(queue: DeviceQueue, store: DatasetStore, root: str | Path = ".") -> list[Progress]:

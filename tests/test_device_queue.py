@@ -15,6 +15,8 @@ import pytest
 from tests.test_train_fixtures import problem_rows
 from tilecost import DType, Layout, Problem
 from tilecost.collect.queue import (
+    QueueEntry,
+    add_entry,
     device_command,
     keep_runs,
     load_queue,
@@ -237,6 +239,7 @@ def _entry(queue: dict, i: int, j: int) -> dict:
         (lambda q: _entry(q, 0, 0).update(run_id="r--1"), r"run_id='r--1' is not allowed"),
         (lambda q: _entry(q, 0, 0).update(plan="plans/a b.json"), r"plan='plans/a b.json' is not allowed"),
         (lambda q: _cls(q, 1).update(device_class="h200"), r"a device class is listed twice"),
+        (lambda q: _entry(q, 1, 1).update(run_id="rc"), r"run_id 'rc' is listed twice"),
         (lambda q: q.pop("device_classes"), r"needs a non-empty list 'device_classes'"),
         (lambda q: q["device_classes"].__setitem__(1, "h100"), r"device_classes\[1\] must be an object"),
         (lambda q: _cls(q, 0)["entries"].__setitem__(0, 3), r"device_classes\[0\]\.entries\[0\] must be an object"),
@@ -249,6 +252,66 @@ def test_a_malformed_queue_is_refused_naming_the_entry_and_the_field(tmp_path, c
     path.write_text(json.dumps(queue))
     with pytest.raises(ValueError, match=message):
         load_queue(path)
+
+
+def test_an_added_plan_goes_before_the_run_named_or_last_and_the_next_call_takes_it(tmp_path) -> None:
+    path = _queue(tmp_path)
+    p3 = _plan(tmp_path, "p3.json", [Problem(256, 256, 256, DType.FP32, Layout.NT)])
+    p4 = _plan(tmp_path, "p4.json", [Problem(128, 128, 128)])
+    store = DatasetStore(tmp_path / "data")
+    _sweep(store, P1, "ra")
+
+    assert add_entry(path, "h100_sxm", QueueEntry(p3, "rd", 1.0), before="rb", root=tmp_path) == 1
+    assert add_entry(path, "h200", QueueEntry(p4, "re", 0.5), root=tmp_path) == 1
+
+    queues = {q.device_class: q for q in load_queue(path)}
+    assert [e.run_id for e in queues["h100_sxm"].entries] == ["ra", "rd", "rb"]
+    assert queues["h100_sxm"].entries[1] == QueueEntry(p3, "rd", 1.0)
+    assert [e.run_id for e in queues["h200"].entries] == ["rc", "re"]
+    assert [p.entry.run_id for p in _pending(tmp_path, store)["h100_sxm"]] == ["rd", "rb"]
+    written = json.loads(path.read_text())["device_classes"][1]["entries"][1]
+    assert written == {"plan": p3, "run_id": "rd", "sample": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("device_class", "entry", "before", "message"),
+    [
+        ("a100", ("plans/p1.json", "rz", 1.0), None, r"device_class='a100' is not in the queue; use one of \['h200'"),
+        ("h100_sxm", ("plans/p2.json", "rc", 1.0), None, r"run_id='rc' is already in the queue"),
+        ("h100_sxm", ("plans/none.json", "rz", 1.0), None, r"plan file .*none.json: .*No such file"),
+        ("h100_sxm", ("plans/empty.json", "rz", 1.0), None, r"plan file plans/empty.json: holds no problem"),
+        ("h100_sxm", ("plans/p1.json", "r z", 1.0), None, r"run_id='r z' is not allowed"),
+        ("h100_sxm", ("plans/p1.json", "rz", 1.5), None, r"sample=1.5 must be a number in \(0, 1\]"),
+        ("h100_sxm", ("plans/p1.json", "rz", 1.0), "rc", r"before='rc' is not a run of the h100_sxm queue; use one"),
+    ],
+)  # fmt: skip
+def test_a_bad_addition_is_refused_naming_the_field_and_leaves_the_queue_as_it_was(
+    tmp_path, device_class, entry, before, message
+) -> None:
+    path = _queue(tmp_path)
+    _plan(tmp_path, "empty.json", [])
+    before_text = path.read_text()
+    with pytest.raises(ValueError, match=message):
+        add_entry(path, device_class, QueueEntry(*entry), before=before, root=tmp_path)
+    assert path.read_text() == before_text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plans", "queue.json"]
+
+
+def test_the_script_adds_a_plan_and_lists_the_queue_with_it(tmp_path) -> None:
+    path = _queue(tmp_path)
+    p3 = _plan(tmp_path, "p3.json", [Problem(256, 256, 256, DType.FP32, Layout.NT)])
+
+    added = _script(tmp_path, "--add", p3, "rd", "1", "--device-class", "h100_sxm", "--before", "rb")
+    refused = _script(tmp_path, "--add", p3, "rf", "most", "--device-class", "h100_sxm")
+    unpaired = _script(tmp_path, "--add", p3, "rf", "1")
+
+    assert added.returncode == 0, added.stderr
+    assert "added rd (plans/p3.json, sample 1) to the h100_sxm queue at 2" in added.stderr
+    assert "  then  rd          0 of 1    plans/p3.json (sample 1)" in added.stdout
+    assert [e.run_id for e in load_queue(path)[1].entries] == ["ra", "rd", "rb"]
+    assert refused.returncode == 2 and "sample='most' must be a number in (0, 1]" in refused.stderr
+    assert unpaired.returncode == 2 and "--add and --device-class go together" in unpaired.stderr
+    assert [e.run_id for e in load_queue(path)[1].entries] == ["ra", "rd", "rb"]
 
 
 def test_a_call_longer_than_the_device_tool_allows_is_refused(tmp_path) -> None:
