@@ -178,6 +178,7 @@ def add_entry(
     try:
         with os.fdopen(fd, "w") as out:
             out.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o777)  # mkstemp's file is the owner's alone; keep the queue's mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -260,6 +260,8 @@ def test_an_added_plan_goes_before_the_run_named_or_last_and_the_next_call_takes
     p4 = _plan(tmp_path, "p4.json", [Problem(128, 128, 128)])
     store = DatasetStore(tmp_path / "data")
     _sweep(store, P1, "ra")
+    path.chmod(0o644)
+    mode = path.stat().st_mode & 0o777
 
     assert add_entry(path, "h100_sxm", QueueEntry(p3, "rd", 1.0), before="rb", root=tmp_path) == 1
     assert add_entry(path, "h200", QueueEntry(p4, "re", 0.5), root=tmp_path) == 1
@@ -269,6 +271,7 @@ def test_an_added_plan_goes_before_the_run_named_or_last_and_the_next_call_takes
     assert queues["h100_sxm"].entries[1] == QueueEntry(p3, "rd", 1.0)
     assert [e.run_id for e in queues["h200"].entries] == ["rc", "re"]
     assert [p.entry.run_id for p in _pending(tmp_path, store)["h100_sxm"]] == ["rd", "rb"]
+    assert path.stat().st_mode & 0o777 == mode
     written = json.loads(path.read_text())["device_classes"][1]["entries"][1]
     assert written == {"plan": p3, "run_id": "rd", "sample": 1.0}
 
