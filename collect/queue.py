@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tilecost.collect.plans import load_plan_file
 from tilecost.collect.store import DatasetStore
@@ -114,7 +115,11 @@ def _sample(item: Mapping[str, object], where: str) -> float:
 
 def load_queue(path: str | Path) -> tuple[DeviceQueue, ...]:
     """Read ``queue.json``; a malformed one raises ``ValueError`` naming the entry and the field."""
-    path = Path(path)
+    return _read_queue(Path(path))[1]
+
+
+def _read_queue(path: Path) -> tuple[Any, tuple[DeviceQueue, ...]]:
+    """``queue.json``'s JSON as read, and its queues checked (:func:`load_queue`)."""
     try:
         raw = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -143,7 +148,7 @@ def load_queue(path: str | Path) -> tuple[DeviceQueue, ...]:
     twice = sorted({r for r in runs if runs.count(r) > 1})
     if twice:
         raise ValueError(f"queue file {path}: run_id {twice[0]!r} is listed twice; each plan needs its own run id")
-    return tuple(queues)
+    return raw, tuple(queues)
 
 
 def add_entry(
@@ -155,7 +160,7 @@ def add_entry(
     (relative to ``root``) or holds no problem, or a ``before`` run the class lacks. The file is replaced whole
     (written beside it, then renamed), so a crash leaves the old queue or the new one."""
     path = Path(path)
-    queues = load_queue(path)
+    raw, queues = _read_queue(path)
     at = f"queue entry to add to {device_class!r}"
     item = {"plan": entry.plan, "run_id": entry.run_id, "sample": entry.sample}
     checked = QueueEntry(_word(item, "plan", at, _PATH), _word(item, "run_id", at), _sample(item, at))
@@ -166,7 +171,6 @@ def add_entry(
         raise ValueError(f"run_id={checked.run_id!r} is already in the queue; each plan needs its own run id")
     if not load_plan_file(Path(root) / checked.plan):
         raise ValueError(f"plan file {checked.plan}: holds no problem")
-    raw = json.loads(path.read_text())
     entries = next(c for c in raw["device_classes"] if c["device_class"] == device_class)["entries"]
     runs = [e["run_id"] for e in entries]
     if before is not None and before not in runs:
