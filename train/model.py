@@ -172,6 +172,31 @@ def _kind_of_rows(X: NDArray[np.float64]) -> NDArray[np.intp]:
     return np.argmax(X[:, _DTYPE_COLUMNS], axis=1) * 2 + (X[:, _LAYOUT_NT] > 0.5)
 
 
+def _problem_weight_rows(problem_weight: ArrayLike, rows: int, rank_rounds: int) -> NDArray[np.float64]:
+    """``fit``'s ``problem_weight`` checked: one positive finite value a row; not with a ranking stage."""
+    if rank_rounds:
+        raise ValueError(f"problem_weight cannot be given with rank_rounds={rank_rounds}: the ranking stage weighs "
+                         "every problem alike; use rank_rounds=0")  # fmt: skip
+    weight = np.asarray(problem_weight)
+    if weight.dtype == bool or not np.issubdtype(weight.dtype, np.number):
+        raise ValueError(f"problem_weight has dtype {weight.dtype}; give one positive finite number a row")
+    weight = weight.astype(np.float64)
+    if weight.shape != (rows,):
+        raise ValueError(f"problem_weight has shape {weight.shape}; give one value a row ({rows},)")
+    if not (np.isfinite(weight) & (weight > 0)).all():
+        raise ValueError("problem_weight must be positive and finite in every row")
+    return weight
+
+
+def _per_problem(row_weight: NDArray[np.float64], problem: NDArray[np.intp], problems: int) -> NDArray[np.float64]:
+    """Each problem's weight from its rows' ``problem_weight``, refusing a problem whose rows differ."""
+    first = np.zeros(problems)
+    first[problem] = row_weight
+    if not np.array_equal(first[problem], row_weight):
+        raise ValueError("problem_weight differs between rows of one problem; give every row its problem's weight")
+    return first
+
+
 _ROOFLINE = FEATURE_NAMES.index("log2_roofline_time_us")
 _LN2 = float(np.log(2.0))
 # Relevance grades for the ranking stage: 31 for the best measured of a problem, one grade less per
@@ -341,11 +366,15 @@ class CostModel:
         *,
         groups: ArrayLike,
         hopeless: ArrayLike | None = None,
+        problem_weight: ArrayLike | None = None,
     ) -> CostModel:
         """Fit on feature rows ``X``, measured ``time_us`` and each row's problem id ``groups``.
 
         ``hopeless`` marks rows whose time is a screening bound (weighted by ``hopeless_weight``); with
         ``hopeless_keep`` < 1 a seeded fraction of them is kept, weighted by ``hopeless_weight / hopeless_keep``.
+        ``problem_weight`` (one value a row, the same for every row of a problem, positive and finite; default
+        all 1) counts a problem of weight R as R problems: the same fit, up to the quantile sketch and the order
+        of sums, as its rows given R times under R problem ids, without the copies. Not with ``rank_rounds``.
         """
         import xgboost as xgb
 
@@ -363,15 +392,18 @@ class CostModel:
             raise ValueError("time_us must be positive and finite")
         if not np.isfinite(X).all():
             raise ValueError("X has non-finite values; build it with tilecost.features.feature_matrix")
+        row_weight = None if problem_weight is None else _problem_weight_rows(problem_weight, len(X), self.rank_rounds)
         thinned = None  # the screening bounds kept by ``hopeless_keep`` < 1
         if hopeless is not None and self.hopeless_keep < 1:
             hopeless = np.asarray(hopeless, dtype=bool)
             kept = ~hopeless | (np.random.default_rng(self.seed).random(len(X)) < self.hopeless_keep)
             X, time_us, groups, thinned = X[kept], time_us[kept], groups[kept], hopeless[kept]
             hopeless = thinned
+            row_weight = None if row_weight is None else row_weight[kept]
         problem_ids, inverse = np.unique(groups, return_inverse=True)
+        per_problem = None if row_weight is None else _per_problem(row_weight, inverse, len(problem_ids))
         kind = _kind_of_rows(X) if self.balance_kinds else None
-        weight = self.sample_weight(time_us, inverse, hopeless, kind=kind)
+        weight = self.sample_weight(time_us, inverse, hopeless, kind=kind, problem_weight=per_problem)
         if thinned is not None:  # the kept screening bounds stand for the dropped ones too
             weight[thinned] /= self.hopeless_keep
         y = to_target(time_us, X, self.target)
@@ -398,7 +430,8 @@ class CostModel:
             booster = self._rank_stage(booster, X, time_us, inverse, params)
         self.level_trees_ = 0
         if level is not None:  # the level trees go last, so that a predictor can rank with the others
-            booster = _joined_booster([booster, self._level_booster(X, inverse, level, params)], [1.0, 1.0])
+            level_booster = self._level_booster(X, inverse, level, params, per_problem)
+            booster = _joined_booster([booster, level_booster], [1.0, 1.0])
             self.level_trees_ = self.level_estimators
         self.booster_ = booster
         self.n_features_in_ = X.shape[1]
@@ -408,13 +441,15 @@ class CostModel:
         return self
 
     def _level_booster(
-        self, X: NDArray[np.float64], problem: NDArray[np.intp], level: NDArray[np.float64], params: dict[str, Any]
-    ) -> Any:
+        self, X: NDArray[np.float64], problem: NDArray[np.intp], level: NDArray[np.float64], params: dict[str, Any],
+        problem_weight: NDArray[np.float64] | None = None,
+    ) -> Any:  # fmt: skip
         """Trees of each problem's level (``center_problems``) from its problem columns alone.
 
         One row per problem: its :data:`~tilecost.features.PROBLEM_FEATURES` columns, every other column
-        missing, so no tree can split on a configuration; labels ``level``, problems weighted equally,
-        base score 0 so that the trees alone carry the level when they are appended to the main booster.
+        missing, so no tree can split on a configuration; labels ``level``, problems weighted equally (or by
+        ``problem_weight``), base score 0 so that the trees alone carry the level when they are appended to the
+        main booster.
         """
         import xgboost as xgb
 
@@ -425,7 +460,7 @@ class CostModel:
         # bind at level_max_depth 6): the shipped models and their CV were fitted so.
         level_params = {**params, "max_depth": self.level_max_depth, "base_score": 0.0, "subsample": 1.0,
                         "colsample_bytree": 1.0}  # fmt: skip
-        dlevel = xgb.DMatrix(rows, level, feature_names=list(FEATURE_NAMES))
+        dlevel = xgb.DMatrix(rows, level, weight=problem_weight, feature_names=list(FEATURE_NAMES))
         return xgb.train(level_params, dlevel, num_boost_round=self.level_estimators)
 
     def sample_weight(
@@ -434,6 +469,7 @@ class CostModel:
         problem: NDArray[np.intp],
         hopeless: ArrayLike | None = None,
         kind: NDArray[np.intp] | None = None,
+        problem_weight: NDArray[np.float64] | None = None,
     ) -> NDArray[np.float64]:
         """Each row's training weight (module docstring, "Weights"), from its time and problem index.
 
@@ -441,9 +477,13 @@ class CostModel:
         ``max(floor, 2 ** -(octaves / fast_halflife_octaves))``, ``octaves = log2(time / problem's best)``,
         is applied first; ``balance_problems`` then gives every problem the same total weight (the
         mean row count), so the factor moves weight within a problem, not between problems;
-        hopeless and tiny-problem factors multiply last.
+        hopeless and tiny-problem factors multiply last. ``problem_weight`` (one value a problem) counts
+        problem p as ``problem_weight[p]`` problems, in the mean row count, in its own total and in its kind's
+        problem count: the weights its rows would sum to if they were given that many times.
         """
         counts = np.bincount(problem)
+        copies = None if problem_weight is None else np.asarray(problem_weight, dtype=np.float64)
+        mean_count = counts.mean() if copies is None else copies @ counts / copies.sum()
         best = np.full(len(counts), np.inf)
         np.minimum.at(best, problem, time_us)
         weight = np.ones(len(time_us))
@@ -451,7 +491,9 @@ class CostModel:
             octaves = np.log2(time_us / best[problem])
             weight = np.maximum(self.fast_weight_floor, np.exp2(-octaves / self.fast_halflife_octaves))
         if self.balance_problems:
-            weight *= counts.mean() / np.bincount(problem, weights=weight)[problem]
+            weight *= mean_count / np.bincount(problem, weights=weight)[problem]
+        if copies is not None:
+            weight *= copies[problem]
         if hopeless is not None:
             weight[np.asarray(hopeless, dtype=bool)] *= self.hopeless_weight
         if self.tiny_best_us:
@@ -461,7 +503,7 @@ class CostModel:
             kind = np.asarray(kind)
             problem_kind = np.zeros(len(counts), dtype=np.intp)
             problem_kind[problem] = kind
-            per_kind = np.bincount(problem_kind)
+            per_kind = np.bincount(problem_kind, weights=copies)  # copies None: a count a problem
             present = per_kind[per_kind > 0]
             factor = (present.mean() / np.maximum(per_kind, 1)) ** self.balance_kinds
             weight *= factor[problem_kind[problem]]

@@ -11,8 +11,11 @@ candidate each held-out problem timed (``evaluate_predictions``, the training re
   problem's weighted mean residual taken out (as ``device_adaptation_cv.py --center``);
 * ``h100 only``: a ``CostModel`` with the shipped settings fitted on the H100's training rows alone;
 * ``joint xR``: a ``CostModel`` with the shipped settings fitted on the H200's training rows (H200 features) and
-  the H100's (H100 features) together, each H100 problem counted ``R`` times (its rows repeated under ``R`` problem
-  keys: the model weighs every problem alike, so this is the H100 problems' share of the weight, ``--repeats``);
+  the H100's (H100 features) together, each H100 problem counted ``R`` times (``--repeats``; the model weighs every
+  problem alike, so this is the H100 problems' share of the weight). Up to the seventy-fourth session each H100
+  problem's rows were given ``R`` times under ``R`` problem keys (x8: 16.8M rows, 17.7 GB peak); since the
+  seventy-fifth they are given once with ``CostModel.fit``'s ``problem_weight`` ``R``, the same fit without the
+  copies;
   ``joint x0`` is the same fit on the H200's rows alone, a refit of the shipped model: the baseline the joint fits
   differ from by the H100's rows alone (a refit's seed and bagging noise included).
 
@@ -20,7 +23,7 @@ The joint fits are also judged on the H200's held-out problems, against the ship
 fit which helps the H100 and costs the H200 shows it. Figures: geometric mean of top-1, worst, count below 0.90.
 
     .venv/bin/python benchmarks/experiments/joint_fit_heldout.py [--repeats 1,8] [--rounds 50]
-    (~5 min per joint fit on this 2-core machine)
+    (~3 min per joint fit on this 2-core machine)
 """
 
 from __future__ import annotations
@@ -108,12 +111,18 @@ def main() -> int:
     home_times = home_train["time_us"].to_numpy(dtype=np.float64)
     home_keys = home_train["problem_key"].to_numpy().astype(object)
     home_hopeless = (home_train["status"] == "hopeless").to_numpy()
-    for r in repeats:  # the other device's rows r times, each copy under its own problem keys
-        X = np.vstack([X_home_train, *([X_other_train] * r)])
-        times = np.concatenate([home_times, np.tile(time_us, r)])
-        groups = np.concatenate([home_keys, *(other_keys + f"@{args.other}#{i}" for i in range(r))])
-        hopeless = np.concatenate([home_hopeless, np.tile(other_hopeless, r)])
-        joint = CostModel(n_jobs=2).fit(X, times, groups=groups, hopeless=hopeless)
+    if any(repeats):  # both devices' rows once; the other device's problems under keys of their own
+        X_both = np.vstack([X_home_train, X_other_train])
+        both_times = np.concatenate([home_times, time_us])
+        both_groups = np.concatenate([home_keys, other_keys + f"@{args.other}"])
+        both_hopeless = np.concatenate([home_hopeless, other_hopeless])
+    for r in repeats:  # each of the other device's problems counted r times (r = 0: the home rows alone)
+        if r == 0:
+            joint = CostModel(n_jobs=2).fit(X_home_train, home_times, groups=home_keys, hopeless=home_hopeless)
+        else:
+            weight = np.concatenate([np.ones(len(home_times)), np.full(len(time_us), float(r))])
+            joint = CostModel(n_jobs=2).fit(X_both, both_times, groups=both_groups, hopeless=both_hopeless,
+                                            problem_weight=weight)  # fmt: skip
         score(f"joint x{r} on {args.other}", other_held, joint.predict(X_other_held), other_device)
         score(f"joint x{r} on {args.home}", home_held, joint.predict(X_home_held), home_device)
 
