@@ -45,6 +45,9 @@ is a screening bound (noisier); ``tiny_weight`` rows of problems whose best is u
 grouped 5-fold CV over the twenty-eighth session's 4,244 H200 training problems (fold seed 0,
 ``benchmarks/experiments/hopeless_rows_cv.py``), keeping half (16% fewer rows) fitted in 80.3 s a fold against 97.5
 s, at top-1 0.9538 against 0.9563 and 535 problems below 0.90 against 491: a loss, so the default keeps them all.
+``fit``'s ``problem_weight`` counts a problem as R problems (in the mean row count, its total, its kind's count and
+the level trees): the fit its rows would give repeated R times under R problem ids, without the copies (the
+seventy-fifth session's joint fits of two devices' rows, ``benchmarks/experiments/joint_fit_heldout.py``).
 
 Kinds (``balance_kinds``, default 0: off): a problem of a (dtype, layout) kind holding P of the training
 problems is weighted by (mean P over kinds / P) ** balance_kinds, after the per-problem balancing (the
